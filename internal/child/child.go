@@ -1,0 +1,255 @@
+// Package child starts stdio MCP servers as supervised child processes.
+//
+// Each child runs in its own process group and, when the host lets soda
+// create cgroup v2 directories, in its own cgroup, so that everything it
+// spawns can be killed as a whole. Shutdown follows the MCP stdio rules:
+// close stdin, wait, SIGTERM, wait, then kill everything left.
+package child
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spec describes a child to start.
+type Spec struct {
+	// Argv is the command line; Argv[0] is looked up in PATH.
+	Argv []string
+	// Dir is the working directory; empty means the caller's.
+	Dir string
+	// Env is appended to the inherited environment (minus systemd's
+	// activation variables).
+	Env []string
+}
+
+// Grace holds the shutdown waits.
+type Grace struct {
+	// AfterStdinClose is how long to wait for a voluntary exit after stdin is closed.
+	AfterStdinClose time.Duration
+	// AfterTerm is how long to wait after SIGTERM before killing everything.
+	AfterTerm time.Duration
+}
+
+// DefaultGrace is the shutdown timing used unless configured otherwise.
+var DefaultGrace = Grace{AfterStdinClose: 2 * time.Second, AfterTerm: 3 * time.Second}
+
+// Group is where a child's processes live: a cgroup or a process group.
+type Group interface {
+	// prepare sets up cmd so the child starts inside the group.
+	prepare(cmd *exec.Cmd) error
+	// started is called once the child has a pid.
+	started(pid int)
+	// Signal sends sig to every process in the group.
+	Signal(sig syscall.Signal) error
+	// Kill kills every process in the group and waits until it is empty.
+	Kill(ctx context.Context) error
+	// Release frees the group's resources (the cgroup directory).
+	Release() error
+	// Count reports how many processes the group still holds.
+	Count() int
+	// String names the group for logs.
+	String() string
+}
+
+// Placer creates a Group for each new child.
+type Placer interface {
+	// NewGroup creates the group for a child identified by id.
+	NewGroup(id string) (Group, error)
+	// Mode names the isolation: "cgroup" or "process-group".
+	Mode() string
+}
+
+// Process is a running child.
+type Process struct {
+	// Stdin is the write end of the child's stdin.
+	Stdin *os.File
+	// Stdout is the read end of the child's stdout.
+	Stdout *os.File
+	// Stderr is the read end of the child's stderr.
+	Stderr *os.File
+
+	cmd   *exec.Cmd
+	group Group
+	log   *slog.Logger
+
+	exited  chan struct{}
+	waitErr error
+
+	stopOnce sync.Once
+	stopDone chan struct{}
+}
+
+// activationEnv lists variables that belong to the bridge, not the child.
+var activationEnv = []string{"LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=", "NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=", "INVOCATION_ID="}
+
+func childEnv(extra []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		skip := false
+		for _, p := range activationEnv {
+			if strings.HasPrefix(kv, p) {
+				skip = true
+				break
+			}
+		}
+		if !skip {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// Start starts spec inside a new group from placer. The caller must call
+// Stop, which reaps the child and everything it spawned.
+func Start(ctx context.Context, log *slog.Logger, placer Placer, id string, spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("start child: empty command")
+	}
+	path, err := exec.LookPath(spec.Argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+	group, err := placer.NewGroup(id)
+	if err != nil {
+		return nil, fmt.Errorf("create group for %s: %w", id, err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		group.Release()
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		group.Release()
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		group.Release()
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   spec.Argv,
+		Dir:    spec.Dir,
+		Env:    childEnv(spec.Env),
+		Stdin:  inR,
+		Stdout: outW,
+		Stderr: errW,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if err := group.prepare(cmd); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		group.Release()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		group.Release()
+		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+	closeAll(inR, outW, errW)
+	group.started(cmd.Process.Pid)
+	p := &Process{
+		Stdin:    inW,
+		Stdout:   outR,
+		Stderr:   errR,
+		cmd:      cmd,
+		group:    group,
+		log:      log,
+		exited:   make(chan struct{}),
+		stopDone: make(chan struct{}),
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// Pid returns the child's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Group returns the group the child runs in.
+func (p *Process) Group() Group { return p.group }
+
+// Exited is closed when the child process (not its descendants) has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitStatus describes how the child ended; valid after Exited is closed.
+func (p *Process) ExitStatus() string {
+	if p.waitErr == nil {
+		return "exit status 0"
+	}
+	return p.waitErr.Error()
+}
+
+// ExitErr returns the error from waiting for the child; valid after Exited.
+func (p *Process) ExitErr() error { return p.waitErr }
+
+// Stop shuts the child down following the MCP stdio rules and kills whatever
+// is left in its group. It is safe to call more than once and from several
+// goroutines; every call returns when the group is empty and released.
+func (p *Process) Stop(grace Grace) {
+	p.stopOnce.Do(func() {
+		defer close(p.stopDone)
+		p.Stdin.Close()
+		if !p.waitFor(grace.AfterStdinClose) {
+			if err := p.group.Signal(syscall.SIGTERM); err != nil {
+				p.log.Debug("sigterm child group", "group", p.group.String(), "err", err)
+			}
+			p.waitFor(grace.AfterTerm)
+		}
+		// The leader is gone (or will be killed now); kill anything it left.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.group.Kill(ctx); err != nil {
+			p.log.Warn("kill child group", "group", p.group.String(), "err", err)
+		}
+		<-p.exited
+		p.Stdout.Close()
+		p.Stderr.Close()
+		if err := p.group.Release(); err != nil {
+			p.log.Warn("release child group", "group", p.group.String(), "err", err)
+		}
+	})
+	<-p.stopDone
+}
+
+func (p *Process) waitFor(d time.Duration) bool {
+	if d <= 0 {
+		select {
+		case <-p.exited:
+			return true
+		default:
+			return false
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -1,0 +1,311 @@
+package child
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup2"
+)
+
+// Limits are per-child resource limits; zero values mean unlimited.
+type Limits struct {
+	MemoryMax int64
+	TasksMax  int64
+	CPUWeight uint64
+}
+
+// NewPlacer picks the best isolation the host allows: a cgroup v2 directory
+// per child below the bridge's own cgroup when that is writable, else a
+// process group per child. It logs one line that says which, and which
+// limits can be enforced.
+func NewPlacer(log *slog.Logger, prefix string, limits Limits) Placer {
+	cp, err := newCgroupPlacer(prefix, limits)
+	if err != nil {
+		log.Warn("child isolation: process groups only (no cgroup v2 subtree): limits are not enforced and a child that leaves its process group cannot be tracked",
+			"mode", "process-group", "reason", err.Error())
+		return processGroupPlacer{}
+	}
+	attrs := []any{"mode", "cgroup", "parent", cp.base}
+	if missing := cp.unenforced(); len(missing) > 0 {
+		attrs = append(attrs, "unenforced_limits", strings.Join(missing, ","))
+	}
+	log.Info("child isolation: one cgroup v2 directory per child, killed as a whole", attrs...)
+	return cp
+}
+
+// processGroupPlacer isolates each child in its own process group.
+type processGroupPlacer struct{}
+
+func (processGroupPlacer) Mode() string { return "process-group" }
+
+func (processGroupPlacer) NewGroup(string) (Group, error) { return &processGroup{}, nil }
+
+type processGroup struct{ pgid int }
+
+func (g *processGroup) prepare(*exec.Cmd) error { return nil }
+func (g *processGroup) started(pid int)         { g.pgid = pid }
+func (g *processGroup) String() string          { return "pgid " + strconv.Itoa(g.pgid) }
+func (g *processGroup) Release() error          { return nil }
+
+func (g *processGroup) Signal(sig syscall.Signal) error {
+	if g.pgid <= 0 {
+		return nil
+	}
+	err := syscall.Kill(-g.pgid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+func (g *processGroup) Kill(ctx context.Context) error {
+	for {
+		if err := g.Signal(syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill process group %d: %w", g.pgid, err)
+		}
+		if g.Count() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("process group %d not empty: %w", g.pgid, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// Count reports the live (non-zombie) members of the process group.
+func (g *processGroup) Count() int {
+	if g.pgid <= 0 {
+		return 0
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		pgid, state, err := procPgidState(pid)
+		if err == nil && pgid == g.pgid && state != 'Z' {
+			n++
+		}
+	}
+	return n
+}
+
+func procPgidState(pid int) (int, byte, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0, errors.New("malformed stat")
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 3 {
+		return 0, 0, errors.New("malformed stat")
+	}
+	pgid, err := strconv.Atoi(f[2])
+	return pgid, f[0][0], err
+}
+
+// cgroupPlacer creates one cgroup v2 directory per child below base.
+type cgroupPlacer struct {
+	mount     string // cgroup2 mount point
+	base      string // group path relative to mount, e.g. /system.slice/x.service
+	prefix    string
+	limits    Limits
+	available []string // controllers enabled for base's children
+}
+
+func newCgroupPlacer(prefix string, limits Limits) (*cgroupPlacer, error) {
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return nil, err
+	}
+	own, err := ownCgroup2Path()
+	if err != nil {
+		return nil, err
+	}
+	p := &cgroupPlacer{mount: mount, base: own, prefix: prefix, limits: limits}
+	dir := filepath.Join(mount, own)
+	probe := filepath.Join(dir, fmt.Sprintf("%s-probe-%d", prefix, os.Getpid()))
+	if err := os.Mkdir(probe, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup %s is not writable: %w", dir, err)
+	}
+	if err := os.Remove(probe); err != nil {
+		return nil, fmt.Errorf("remove probe cgroup: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil && own != "/" {
+		return nil, errors.New("kernel lacks cgroup.kill (needs Linux 5.14)")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control")); err == nil {
+		p.available = strings.Fields(string(b))
+	}
+	return p, nil
+}
+
+func (p *cgroupPlacer) Mode() string { return "cgroup" }
+
+// unenforced lists configured limits whose controller is not available.
+func (p *cgroupPlacer) unenforced() []string {
+	var out []string
+	if p.limits.MemoryMax > 0 && !slices.Contains(p.available, "memory") {
+		out = append(out, "MemoryMax")
+	}
+	if p.limits.TasksMax > 0 && !slices.Contains(p.available, "pids") {
+		out = append(out, "TasksMax")
+	}
+	if p.limits.CPUWeight > 0 && !slices.Contains(p.available, "cpu") {
+		out = append(out, "CPUWeight")
+	}
+	return out
+}
+
+func (p *cgroupPlacer) resources() *cgroup2.Resources {
+	r := &cgroup2.Resources{}
+	if p.limits.MemoryMax > 0 && slices.Contains(p.available, "memory") {
+		m := p.limits.MemoryMax
+		r.Memory = &cgroup2.Memory{Max: &m}
+	}
+	if p.limits.TasksMax > 0 && slices.Contains(p.available, "pids") {
+		r.Pids = &cgroup2.Pids{Max: p.limits.TasksMax}
+	}
+	if p.limits.CPUWeight > 0 && slices.Contains(p.available, "cpu") {
+		w := p.limits.CPUWeight
+		r.CPU = &cgroup2.CPU{Weight: &w}
+	}
+	return r
+}
+
+func (p *cgroupPlacer) NewGroup(id string) (Group, error) {
+	rel := filepath.Join(p.base, p.prefix+"-"+id)
+	m, err := cgroup2.NewManager(p.mount, rel, p.resources())
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup %s: %w", rel, err)
+	}
+	dir, err := os.Open(filepath.Join(p.mount, rel))
+	if err != nil {
+		_ = m.Delete()
+		return nil, fmt.Errorf("open cgroup %s: %w", rel, err)
+	}
+	return &cgroupGroup{m: m, dir: dir, path: filepath.Join(p.mount, rel)}, nil
+}
+
+type cgroupGroup struct {
+	m    *cgroup2.Manager
+	dir  *os.File
+	path string
+	pid  int
+}
+
+func (g *cgroupGroup) prepare(cmd *exec.Cmd) error {
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = int(g.dir.Fd())
+	return nil
+}
+
+func (g *cgroupGroup) started(pid int) { g.pid = pid }
+func (g *cgroupGroup) String() string  { return "cgroup " + g.path }
+
+func (g *cgroupGroup) Signal(sig syscall.Signal) error {
+	procs, err := g.m.Procs(true)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", g.path, err)
+	}
+	for _, pid := range procs {
+		if err := syscall.Kill(int(pid), sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("signal %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+func (g *cgroupGroup) Kill(ctx context.Context) error {
+	if err := g.m.Kill(); err != nil {
+		return fmt.Errorf("kill %s: %w", g.path, err)
+	}
+	for g.Count() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cgroup %s not empty after kill: %w", g.path, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (g *cgroupGroup) Count() int {
+	procs, err := g.m.Procs(true)
+	if err != nil {
+		return 0
+	}
+	return len(procs)
+}
+
+func (g *cgroupGroup) Release() error {
+	g.dir.Close()
+	var err error
+	for range 50 {
+		if err = g.m.Delete(); err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("remove %s: %w", g.path, err)
+}
+
+// cgroup2Mount finds the cgroup v2 mount point (/sys/fs/cgroup on unified
+// hosts, /sys/fs/cgroup/unified on hybrid ones).
+func cgroup2Mount() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts ... - fstype source superopts
+		line := sc.Text()
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		if fs := strings.Fields(post); len(fs) > 0 && fs[0] == "cgroup2" {
+			if f := strings.Fields(pre); len(f) >= 5 {
+				return f[4], nil
+			}
+		}
+	}
+	return "", errors.New("no cgroup2 file system mounted")
+}
+
+// ownCgroup2Path returns this process's cgroup v2 path ("0::/path").
+func ownCgroup2Path() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return rest, nil
+		}
+	}
+	return "", errors.New("no cgroup v2 entry in /proc/self/cgroup")
+}

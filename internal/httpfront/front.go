@@ -1,0 +1,205 @@
+// Package httpfront is soda's hardened loopback HTTP listener: bearer-token
+// authentication, Host and Origin checks against DNS rebinding, bounded
+// connections, headers, read time and bodies, and a readiness endpoint.
+package httpfront
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/netutil"
+)
+
+// Options configures a Front.
+type Options struct {
+	// Name is the server's instance name, used in the WWW-Authenticate realm.
+	Name string
+	// Token is the bearer token clients must present; empty disables
+	// authentication (Auth=none).
+	Token string
+	// MaxConnections bounds simultaneous client connections.
+	MaxConnections int
+	// MaxHeaderBytes bounds the request line and headers.
+	MaxHeaderBytes int
+	// ReadTimeout bounds the time to receive headers and body.
+	ReadTimeout time.Duration
+}
+
+// Front wraps an http.Handler with soda's access checks and bounds.
+type Front struct {
+	opts     Options
+	log      *slog.Logger
+	next     http.Handler
+	draining atomic.Bool
+	// ports accepted in Host headers: those of the listeners served.
+	ports atomic.Value // []string
+	srv   *http.Server
+}
+
+// New returns a Front serving next.
+func New(log *slog.Logger, opts Options, next http.Handler) *Front {
+	f := &Front{opts: opts, log: log, next: next}
+	f.ports.Store([]string(nil))
+	f.srv = &http.Server{
+		Handler:           f,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		ReadHeaderTimeout: opts.ReadTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return f
+}
+
+// SetDraining makes /ready answer 503.
+func (f *Front) SetDraining(v bool) { f.draining.Store(v) }
+
+// Serve serves on l (which must be loopback) until Shutdown.
+func (f *Front) Serve(l net.Listener) error {
+	if err := checkLoopbackListener(l); err != nil {
+		return err
+	}
+	if tcp, ok := l.Addr().(*net.TCPAddr); ok {
+		ports := append([]string(nil), f.ports.Load().([]string)...)
+		f.ports.Store(append(ports, fmt.Sprint(tcp.Port)))
+	}
+	if f.opts.MaxConnections > 0 {
+		l = netutil.LimitListener(l, f.opts.MaxConnections)
+	}
+	err := f.srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits for handlers until ctx is done.
+func (f *Front) Shutdown(ctx context.Context) error {
+	return f.srv.Shutdown(ctx)
+}
+
+// Close closes every connection at once.
+func (f *Front) Close() error { return f.srv.Close() }
+
+func checkLoopbackListener(l net.Listener) error {
+	switch a := l.Addr().(type) {
+	case *net.TCPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || !ip.Unmap().IsLoopback() {
+			return fmt.Errorf("refusing to serve on %s: soda listens on loopback addresses only", a)
+		}
+	case *net.UnixAddr:
+	default:
+		return fmt.Errorf("refusing to serve on %s: unsupported address type", a)
+	}
+	return nil
+}
+
+// ServeHTTP applies the checks in order: Host, Origin, token; then serves
+// /ready or hands over to the wrapped handler.
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !f.hostAllowed(r.Host) {
+		f.log.Warn("request refused", "reason", "host", "host", r.Host, "remote", r.RemoteAddr)
+		deny(w, http.StatusForbidden, fmt.Sprintf("Host %q does not name this loopback listener (DNS rebinding protection)", r.Host))
+		return
+	}
+	if o := r.Header.Get("Origin"); o != "" && !originAllowed(o) {
+		f.log.Warn("request refused", "reason", "origin", "origin", o, "remote", r.RemoteAddr)
+		deny(w, http.StatusForbidden, fmt.Sprintf("Origin %q is not a loopback origin (DNS rebinding protection)", o))
+		return
+	}
+	if f.opts.Token != "" && !f.authorized(r) {
+		f.log.Warn("auth failure", "remote", r.RemoteAddr, "path", r.URL.Path, "had_credentials", r.Header.Get("Authorization") != "")
+		realm := fmt.Sprintf(`Bearer realm="soda-mcp/%s"`, f.opts.Name)
+		if r.Header.Get("Authorization") != "" {
+			realm += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", realm)
+		deny(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token> (sodactl mcp token "+f.opts.Name+")")
+		return
+	}
+	if r.URL.Path == "/ready" {
+		f.serveReady(w, r)
+		return
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+func (f *Front) serveReady(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		deny(w, http.StatusMethodNotAllowed, "use GET")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if f.draining.Load() {
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "draining")
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+func (f *Front) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	tok = strings.TrimSpace(tok)
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(f.opts.Token)) == 1
+}
+
+// hostAllowed accepts Host values that name a loopback address with the
+// port of a listener being served.
+func (f *Front) hostAllowed(host string) bool {
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		return false
+	}
+	if !isLoopbackHost(h) {
+		return false
+	}
+	for _, p := range f.ports.Load().([]string) {
+		if p == port {
+			return true
+		}
+	}
+	// Unix-socket listeners have no port; accept "localhost" with any port.
+	return len(f.ports.Load().([]string)) == 0
+}
+
+func isLoopbackHost(h string) bool {
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+func originAllowed(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return isLoopbackHost(u.Hostname())
+}
+
+func deny(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":%q}}`+"\n", msg)
+}

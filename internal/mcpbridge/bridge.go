@@ -1,0 +1,244 @@
+// Package mcpbridge relays MCP JSON-RPC between HTTP clients and stdio MCP
+// servers, one child per client session.
+//
+// The bridge never re-implements MCP methods: it forwards each message as it
+// came and routes what the child writes back by JSON-RPC id, progress token
+// or, for everything not tied to a request, to the session's GET stream or an
+// in-flight POST stream. It speaks the Streamable HTTP transport of every
+// revision go-sdk supports (sessions for 2024-11-05 … 2025-11-25, the
+// stateless 2026-07-28 revision through a shared child) and the legacy
+// HTTP+SSE transport.
+package mcpbridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/internal/child"
+)
+
+// Options configures a Bridge.
+type Options struct {
+	// Name is the server's instance name, for logs.
+	Name string
+	// Spec is the stdio server to start for each session.
+	Spec child.Spec
+	// Placer isolates each child (cgroup or process group).
+	Placer child.Placer
+	// Grace is the child shutdown timing.
+	Grace child.Grace
+
+	MaxSessions          int
+	IdleTimeout          time.Duration
+	CallTimeout          time.Duration
+	StartTimeout         time.Duration
+	MaxBodyBytes         int64
+	StderrLinesPerSecond int
+}
+
+// Bridge owns the sessions of one configured MCP server.
+type Bridge struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	reserved int // sessions being started
+	draining bool
+	children sync.WaitGroup
+
+	shared *sharedChild
+
+	inflight atomic.Int64
+	started  atomic.Int64
+}
+
+// New returns a bridge. Call Run to expire idle sessions and Shutdown to end
+// all sessions.
+func New(log *slog.Logger, opts Options) *Bridge {
+	if opts.StderrLinesPerSecond <= 0 {
+		opts.StderrLinesPerSecond = 50
+	}
+	if opts.Grace == (child.Grace{}) {
+		opts.Grace = child.DefaultGrace
+	}
+	b := &Bridge{opts: opts, log: log, sessions: map[string]*Session{}}
+	b.shared = &sharedChild{b: b}
+	return b
+}
+
+// SupportedVersions lists the protocol revisions the bridge accepts, newest
+// first: exactly those of the go-sdk it is built with.
+func SupportedVersions() []string { return mcp.SupportedProtocolVersions() }
+
+// Run expires idle sessions until ctx is done.
+func (b *Bridge) Run(ctx context.Context) {
+	every := b.opts.IdleTimeout / 4
+	every = min(max(every, 10*time.Millisecond), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.expireIdle()
+		}
+	}
+}
+
+func (b *Bridge) expireIdle() {
+	now := time.Now()
+	b.mu.Lock()
+	var idle []*Session
+	for _, s := range b.sessions {
+		if last, ok := s.idleSince(); ok && now.Sub(last) > b.opts.IdleTimeout {
+			idle = append(idle, s)
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range idle {
+		s.log.Info("session idle, expiring", "idle_timeout", b.opts.IdleTimeout.String())
+		s.end(fmt.Sprintf("session expired after %s idle", b.opts.IdleTimeout))
+	}
+	b.shared.expireIdle(now)
+}
+
+// errFull is returned when MaxSessions sessions are live.
+var errFull = errors.New("session limit reached")
+
+// errDraining is returned while the bridge shuts down.
+var errDraining = errors.New("server is draining")
+
+// reserve takes a session slot.
+func (b *Bridge) reserve() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.draining {
+		return errDraining
+	}
+	if len(b.sessions)+b.reserved >= b.opts.MaxSessions {
+		return errFull
+	}
+	b.reserved++
+	return nil
+}
+
+func (b *Bridge) unreserve() {
+	b.mu.Lock()
+	b.reserved--
+	b.mu.Unlock()
+}
+
+func newSessionID() string {
+	var buf [16]byte
+	if _, err := rand.Read(buf[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(buf[:])
+}
+
+// startSession starts a child and registers its session. The slot taken by
+// reserve is handed to the session.
+func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error) {
+	id := newSessionID()
+	log := b.log.With("session", id[:8])
+	proc, err := child.Start(ctx, log, b.opts.Placer, id[:12], b.opts.Spec)
+	if err != nil {
+		b.unreserve()
+		log.Warn("child start failed", "err", err)
+		return nil, err
+	}
+	b.children.Add(1)
+	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, func(s *Session) {
+		b.mu.Lock()
+		delete(b.sessions, s.ID)
+		b.mu.Unlock()
+		b.children.Done()
+	})
+	s.legacy = legacy
+	b.mu.Lock()
+	b.reserved--
+	b.sessions[id] = s
+	b.mu.Unlock()
+	b.started.Add(1)
+	log.Info("session start", "pid", proc.Pid(), "group", proc.Group().String(), "legacy_sse", legacy)
+	return s, nil
+}
+
+// lookup returns a live session.
+func (b *Bridge) lookup(id string) *Session {
+	b.mu.Lock()
+	s := b.sessions[id]
+	b.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	select {
+	case <-s.dead:
+		return nil
+	default:
+		return s
+	}
+}
+
+// Stats is a snapshot of the bridge's state.
+type Stats struct {
+	Sessions        int
+	SessionsStarted int64
+	Inflight        int64
+	Draining        bool
+}
+
+// Stats returns a snapshot.
+func (b *Bridge) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Stats{Sessions: len(b.sessions), SessionsStarted: b.started.Load(), Inflight: b.inflight.Load(), Draining: b.draining}
+}
+
+// Draining reports whether Shutdown has begun.
+func (b *Bridge) Draining() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.draining
+}
+
+// Shutdown refuses new sessions, waits for in-flight requests until ctx is
+// done, then ends every session and waits for every child to be gone.
+func (b *Bridge) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	b.draining = true
+	b.mu.Unlock()
+	var err error
+	for b.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			err = fmt.Errorf("drain: %d requests still in flight: %w", b.inflight.Load(), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	b.mu.Lock()
+	all := make([]*Session, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		all = append(all, s)
+	}
+	b.mu.Unlock()
+	for _, s := range all {
+		s.end("server shutting down")
+	}
+	b.shared.shutdown()
+	b.children.Wait()
+	return err
+}

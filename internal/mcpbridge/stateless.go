@@ -1,0 +1,264 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/soda-project/soda/internal/child"
+)
+
+// Stateless clients (revision 2026-07-28, SEP-2575) send every request on
+// its own, with the protocol version, client info and capabilities in
+// params._meta, and hold no session. A stdio child, however, expects one
+// initialize and then a stream of requests. The bridge maps the two like
+// this:
+//
+//   - All stateless requests of a bridge share one child, started on the
+//     first such request and initialized by the bridge itself with the newest
+//     sessionful revision (2025-11-25) and no client capabilities. It ends
+//     after IdleTimeout without requests, and does not count against
+//     MaxSessions.
+//   - server/discover is answered by the bridge from the child's initialize
+//     result: capabilities, instructions and serverInfo of the real server,
+//     and the revisions the bridge supports.
+//   - Request ids are rewritten to ids unique within the child, and
+//     restored in the answers, so concurrent clients cannot collide.
+//     Progress notifications reach the POST of the request that carried the
+//     progress token.
+//   - Requests from the child to the client (sampling, elicitation, roots)
+//     are answered with an error by the bridge: a stateless client has no
+//     channel to receive them. Other notifications not tied to a request are
+//     dropped.
+type sharedChild struct {
+	b *Bridge
+
+	mu       sync.Mutex
+	s        *Session
+	init     json.RawMessage // the child's initialize result
+	starting chan struct{}
+	err      error
+	lastUsed time.Time
+
+	next atomic.Int64
+}
+
+// get returns the shared child, starting and initializing it if needed.
+func (sc *sharedChild) get(ctx context.Context) (*Session, json.RawMessage, error) {
+	for {
+		sc.mu.Lock()
+		if sc.s != nil {
+			select {
+			case <-sc.s.dead:
+				sc.s = nil
+			default:
+				s, init := sc.s, sc.init
+				sc.lastUsed = time.Now()
+				sc.mu.Unlock()
+				return s, init, nil
+			}
+		}
+		if sc.starting != nil {
+			ch := sc.starting
+			sc.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			sc.mu.Lock()
+			err := sc.err
+			sc.mu.Unlock()
+			if err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if sc.b.Draining() {
+			sc.mu.Unlock()
+			return nil, nil, errDraining
+		}
+		ch := make(chan struct{})
+		sc.starting = ch
+		sc.mu.Unlock()
+
+		s, init, err := sc.start(ctx)
+		sc.mu.Lock()
+		sc.s, sc.init, sc.err, sc.starting = s, init, err, nil
+		sc.lastUsed = time.Now()
+		sc.mu.Unlock()
+		close(ch)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, error) {
+	b := sc.b
+	id := "stateless-" + newSessionID()[:8]
+	log := b.log.With("session", id)
+	proc, err := child.Start(ctx, log, b.opts.Placer, id, b.opts.Spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.children.Add(1)
+	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, func(*Session) { b.children.Done() })
+	s.shared = true
+	log.Info("stateless child start", "pid", proc.Pid(), "group", proc.Group().String())
+
+	st := newStream(false)
+	reqID := "soda-init"
+	m := message{
+		raw:  fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%q,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"soda-mcpd","version":"stateless-bridge"}}}`, reqID),
+		kind: kindRequest, id: "s:" + reqID, method: "initialize",
+	}
+	if _, err := s.register(st, []message{m}); err != nil {
+		return nil, nil, err
+	}
+	defer s.detach(st, "")
+	if err := s.write(m.raw); err != nil {
+		s.end("initialize: " + err.Error())
+		return nil, nil, err
+	}
+	timer := time.NewTimer(b.opts.StartTimeout)
+	defer timer.Stop()
+	select {
+	case it := <-st.ch:
+		var resp struct {
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(it.raw, &resp); err != nil || resp.Result == nil {
+			s.end("initialize failed")
+			return nil, nil, fmt.Errorf("the MCP server refused initialize: %s", truncate(resp.Error, 300))
+		}
+		var res struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		_ = json.Unmarshal(resp.Result, &res)
+		s.setProtocolVersion(res.ProtocolVersion)
+		if err := s.write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
+			s.end("initialized: " + err.Error())
+			return nil, nil, err
+		}
+		return s, resp.Result, nil
+	case <-s.dead:
+		return nil, nil, errors.New(s.goneMessage())
+	case <-timer.C:
+		s.end("initialize not answered")
+		return nil, nil, fmt.Errorf("the MCP server did not answer initialize within %s", b.opts.StartTimeout)
+	case <-ctx.Done():
+		s.end("client gone during start")
+		return nil, nil, ctx.Err()
+	}
+}
+
+func (sc *sharedChild) expireIdle(now time.Time) {
+	sc.mu.Lock()
+	s := sc.s
+	idle := s != nil && now.Sub(sc.lastUsed) > sc.b.opts.IdleTimeout
+	sc.mu.Unlock()
+	if !idle {
+		return
+	}
+	if _, ok := s.idleSince(); ok {
+		s.end(fmt.Sprintf("stateless child idle for %s", sc.b.opts.IdleTimeout))
+	}
+}
+
+func (sc *sharedChild) shutdown() {
+	sc.mu.Lock()
+	s := sc.s
+	sc.mu.Unlock()
+	if s != nil {
+		s.end("server shutting down")
+	}
+}
+
+// serveStateless serves a POST of the stateless revision.
+func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request, msgs []message, batch bool, ver string, sse bool) {
+	if batch {
+		httpError(w, http.StatusBadRequest, "", codeInvalidRequest, "JSON-RPC batches are not allowed in protocol revision "+versionStateless)
+		return
+	}
+	m := msgs[0]
+	if m.kind == kindRequest {
+		switch {
+		case ver == "":
+			httpError(w, http.StatusBadRequest, m.id, codeHeaderMismatch, headerProtocolVersion+" header is required for requests carrying _meta protocolVersion")
+			return
+		case m.protocolVersion == "":
+			httpError(w, http.StatusBadRequest, m.id, -32602, `missing _meta field "io.modelcontextprotocol/protocolVersion"`)
+			return
+		case m.protocolVersion != ver:
+			httpError(w, http.StatusBadRequest, m.id, codeHeaderMismatch,
+				fmt.Sprintf("%s header %q does not match _meta protocolVersion %q", headerProtocolVersion, ver, m.protocolVersion))
+			return
+		}
+		if hm := r.Header.Get(headerMethod); hm != "" && hm != m.method {
+			httpError(w, http.StatusBadRequest, m.id, codeHeaderMismatch, fmt.Sprintf("%s header %q does not match method %q", headerMethod, hm, m.method))
+			return
+		}
+	}
+	if m.kind != kindRequest {
+		// Notifications and responses have no session to go to.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	s, init, err := b.shared.get(r.Context())
+	if err != nil {
+		if errors.Is(err, errDraining) {
+			b.tooBusy(w, m.id, err)
+			return
+		}
+		httpError(w, http.StatusBadGateway, m.id, codeServerGone, "cannot start the MCP server: "+err.Error())
+		return
+	}
+	if m.method == "server/discover" {
+		writeDiscover(w, rawID(m.id), init)
+		return
+	}
+	newID := "soda-" + strconv.FormatInt(b.shared.next.Add(1), 10)
+	st := newStream(sse)
+	st.origIDs = map[string]json.RawMessage{"s:" + newID: rawID(m.id)}
+	fwd := m
+	fwd.raw = rewriteID(m.raw, json.RawMessage(strconv.Quote(newID)))
+	fwd.id = "s:" + newID
+	b.relay(w, r, s, []message{fwd}, false, st, relayOpts{timeout: b.opts.CallTimeout})
+}
+
+// writeDiscover answers server/discover from the child's initialize result.
+func writeDiscover(w http.ResponseWriter, id json.RawMessage, init json.RawMessage) {
+	var res struct {
+		Capabilities json.RawMessage `json:"capabilities"`
+		Instructions string          `json:"instructions,omitempty"`
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+	}
+	_ = json.Unmarshal(init, &res)
+	if res.Capabilities == nil {
+		res.Capabilities = json.RawMessage("{}")
+	}
+	out := map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"result": map[string]any{
+			"supportedVersions": SupportedVersions(),
+			"capabilities":      res.Capabilities,
+			"instructions":      res.Instructions,
+			"ttlMs":             0,
+			"resultType":        "complete",
+			"_meta":             map[string]any{"io.modelcontextprotocol/serverInfo": res.ServerInfo},
+		},
+	}
+	body, _ := json.Marshal(out)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}

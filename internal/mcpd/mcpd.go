@@ -1,0 +1,316 @@
+// Package mcpd is the soda-mcpd daemon: it turns a configuration into a
+// bridge behind a hardened loopback listener and runs it until a signal.
+package mcpd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/httpfront"
+	"github.com/soda-project/soda/internal/mcpbridge"
+	"github.com/soda-project/soda/internal/token"
+)
+
+// Version is set at build time with -ldflags "-X ...mcpd.Version=...".
+var Version = "dev"
+
+const usage = `Usage:
+  soda-mcpd [OPTIONS] NAME              serve /etc/soda/mcp/NAME.conf
+  soda-mcpd [OPTIONS] --config FILE     serve the server described in FILE
+  soda-mcpd [OPTIONS] -- COMMAND [ARG...]  bridge an ad-hoc stdio MCP server
+
+soda-mcpd puts a stdio MCP server on a loopback MCP endpoint (Streamable HTTP
+at /mcp, legacy HTTP+SSE at /sse), one child process per client session.
+
+Options:
+`
+
+// flags holds the command line.
+type flags struct {
+	configFile   string
+	configDir    string
+	listen       string
+	tokenFile    string
+	noAuth       bool
+	name         string
+	maxSessions  int
+	idleTimeout  string
+	callTimeout  string
+	logLevel     string
+	logFormat    string
+	version      bool
+	positional   []string
+	adhocCommand []string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("soda-mcpd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&f.configFile, "config", "", "read the server's configuration from `FILE`")
+	fs.StringVar(&f.configDir, "config-dir", config.DefaultDir, "look up NAME.conf in `DIR`")
+	fs.StringVar(&f.listen, "listen", "", "loopback `ADDR` to listen on (overrides Listen=; default 127.0.0.1:18100)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "bearer token `FILE`, created when absent (overrides TokenFile=)")
+	fs.BoolVar(&f.noAuth, "no-auth", false, "serve without a bearer token (any local user can call the server)")
+	fs.StringVar(&f.name, "name", "", "instance `NAME` for logs and the default token file (ad-hoc default: adhoc)")
+	fs.IntVar(&f.maxSessions, "max-sessions", 0, "at most `N` live sessions (overrides MaxSessions=; default 8)")
+	fs.StringVar(&f.idleTimeout, "idle-timeout", "", "end sessions idle for `SPAN` (overrides IdleTimeout=; default 15min)")
+	fs.StringVar(&f.callTimeout, "call-timeout", "", "fail calls unanswered for `SPAN` (overrides CallTimeout=; default 5min)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "", "log `FORMAT`: text or json (default: text, or journald-friendly text under systemd)")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	var rest []string
+	for i, a := range args {
+		if a == "--" {
+			rest = args[i+1:]
+			args = args[:i]
+			break
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	f.positional = fs.Args()
+	f.adhocCommand = rest
+	return f, nil
+}
+
+// errUsage marks command-line errors (exit status 2).
+var errUsage = errors.New("usage")
+
+// load builds the server configuration from flags and files.
+func (f *flags) load() (config.Server, error) {
+	var (
+		cfg config.Server
+		err error
+	)
+	sources := 0
+	if f.configFile != "" {
+		sources++
+	}
+	if len(f.positional) > 0 {
+		sources++
+	}
+	if len(f.adhocCommand) > 0 {
+		sources++
+	}
+	switch {
+	case sources != 1 || len(f.positional) > 1:
+		return cfg, fmt.Errorf("%w: give exactly one of NAME, --config FILE or -- COMMAND", errUsage)
+	case f.configFile != "":
+		cfg, err = config.Load(f.configFile)
+	case len(f.positional) == 1:
+		if err := config.ValidName(f.positional[0]); err != nil {
+			return cfg, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		cfg, err = config.Load(config.PathFor(f.configDir, f.positional[0]))
+	default:
+		name := f.name
+		if name == "" {
+			name = "adhoc"
+		}
+		if err := config.ValidName(name); err != nil {
+			return cfg, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		cfg = config.Defaults(name)
+		cfg.Command = f.adhocCommand
+	}
+	if err != nil {
+		return cfg, err
+	}
+	if f.name != "" && f.configFile != "" {
+		cfg.Name = f.name
+	}
+	if f.listen != "" {
+		cfg.Bridge.Listen = f.listen
+	}
+	if f.tokenFile != "" {
+		cfg.Bridge.TokenFile = f.tokenFile
+	}
+	if f.noAuth {
+		cfg.Bridge.Auth = "none"
+	}
+	if f.maxSessions < 0 {
+		return cfg, fmt.Errorf("%w: --max-sessions must be positive", errUsage)
+	}
+	if f.maxSessions > 0 {
+		cfg.Bridge.MaxSessions = f.maxSessions
+	}
+	for _, d := range []struct {
+		v   string
+		dst *time.Duration
+		n   string
+	}{{f.idleTimeout, &cfg.Bridge.IdleTimeout, "--idle-timeout"}, {f.callTimeout, &cfg.Bridge.CallTimeout, "--call-timeout"}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := config.ParseTimespan(d.v)
+		if err != nil {
+			return cfg, fmt.Errorf("%w: %s: %v", errUsage, d.n, err)
+		}
+		*d.dst = v
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return cfg, nil
+}
+
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "", "text":
+		if format == "" && os.Getenv("JOURNAL_STREAM") != "" {
+			// journald adds its own timestamps.
+			opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+				if len(groups) == 0 && a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}
+		}
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, format)
+}
+
+// Main runs soda-mcpd with args (without the program name) and returns the
+// exit status.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	if f.version {
+		fmt.Fprintln(stdout, "soda-mcpd", Version)
+		return 0
+	}
+	log, err := newLogger(f.logLevel, f.logFormat, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "soda-mcpd:", err)
+		return 2
+	}
+	cfg, err := f.load()
+	if err != nil {
+		fmt.Fprintln(stderr, "soda-mcpd:", strings.TrimPrefix(err.Error(), "usage: "))
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	log = log.With("server", cfg.Name)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := Run(ctx, log, cfg); err != nil {
+		log.Error("soda-mcpd failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// Run serves cfg until ctx is done, then drains and stops every child.
+func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
+	tok := ""
+	if cfg.Bridge.Auth != "none" {
+		var err error
+		tok, err = token.Ensure(cfg.Bridge.TokenFile)
+		if err != nil {
+			return fmt.Errorf("bearer token: %w (set TokenFile= or --token-file to a writable path)", err)
+		}
+	} else {
+		log.Warn("authentication disabled (Auth=none): every local user and process can call this MCP server")
+	}
+	l, err := net.Listen("tcp", cfg.Bridge.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Bridge.Listen, err)
+	}
+	placer := child.NewPlacer(log, "soda-mcp-"+cfg.Name, child.Limits{
+		MemoryMax: cfg.Limits.MemoryMax,
+		TasksMax:  cfg.Limits.TasksMax,
+		CPUWeight: uint64(cfg.Limits.CPUWeight),
+	})
+	bridge := mcpbridge.New(log, mcpbridge.Options{
+		Name:                 cfg.Name,
+		Spec:                 child.Spec{Argv: cfg.Command, Dir: cfg.Dir, Env: cfg.Env},
+		Placer:               placer,
+		MaxSessions:          cfg.Bridge.MaxSessions,
+		IdleTimeout:          cfg.Bridge.IdleTimeout,
+		CallTimeout:          cfg.Bridge.CallTimeout,
+		StartTimeout:         cfg.Bridge.StartTimeout,
+		MaxBodyBytes:         cfg.Bridge.MaxBodyBytes,
+		StderrLinesPerSecond: cfg.Bridge.StderrLinesPerSecond,
+	})
+	front := httpfront.New(log, httpfront.Options{
+		Name:           cfg.Name,
+		Token:          tok,
+		MaxConnections: cfg.Bridge.MaxConnections,
+		MaxHeaderBytes: cfg.Bridge.MaxHeaderBytes,
+		ReadTimeout:    cfg.Bridge.ReadTimeout,
+	}, bridge.Handler())
+
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	go bridge.Run(runCtx)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- front.Serve(l) }()
+
+	url := "http://" + l.Addr().String() + mcpbridge.PathMCP
+	attrs := []any{"url", url, "command", strings.Join(cfg.Command, " "), "max_sessions", cfg.Bridge.MaxSessions, "auth", cfg.Bridge.Auth != "none"}
+	if tok != "" {
+		attrs = append(attrs, "token_file", absPath(cfg.Bridge.TokenFile))
+	}
+	log.Info("serving", attrs...)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("draining", "drain_timeout", cfg.Bridge.DrainTimeout.String())
+	front.SetDraining(true)
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.Bridge.DrainTimeout)
+	defer cancel()
+	if err := bridge.Shutdown(dctx); err != nil {
+		log.Warn("drain incomplete", "err", err)
+	}
+	sctx, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel2()
+	if err := front.Shutdown(sctx); err != nil {
+		front.Close()
+	}
+	log.Info("stopped", "sessions_served", bridge.Stats().SessionsStarted)
+	return nil
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
