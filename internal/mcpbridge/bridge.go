@@ -163,12 +163,16 @@ func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error
 		b.mu.Lock()
 		delete(b.sessions, s.ID)
 		b.mu.Unlock()
-		b.children.Done()
-	})
+	}, func(*Session) { b.children.Done() })
 	s.legacy = legacy
 	b.mu.Lock()
 	b.reserved--
 	b.sessions[id] = s
+	select {
+	case <-s.dead: // ended before it was registered
+		delete(b.sessions, id)
+	default:
+	}
 	b.mu.Unlock()
 	b.started.Add(1)
 	log.Info("session start", "pid", proc.Pid(), "group", proc.Group().String(), "legacy_sse", legacy)

@@ -70,7 +70,9 @@ type Session struct {
 	log     *slog.Logger
 	proc    *child.Process
 	grace   child.Grace
-	onEnd   func(*Session)
+	// onEnd runs when the session ends; onStopped when its child is gone.
+	onEnd     func(*Session)
+	onStopped func(*Session)
 	legacy  bool
 	shared  bool // the stateless pool's child
 	started time.Time
@@ -91,8 +93,8 @@ type Session struct {
 	inflight        int
 	lastUsed        time.Time
 
-	dead     chan struct{}
-	stopped  chan struct{}
+	dead      chan struct{}
+	stopped   chan struct{}
 	stdoutEOF chan struct{}
 
 	stderrTail tail
@@ -105,13 +107,14 @@ const maxBacklog = 256
 // maxLineBytes bounds one message from the child.
 const maxLineBytes = 32 << 20
 
-func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Grace, stderrRate int, onEnd func(*Session)) *Session {
+func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Grace, stderrRate int, onEnd, onStopped func(*Session)) *Session {
 	s := &Session{
 		ID:        id,
 		log:       log,
 		proc:      proc,
 		grace:     grace,
 		onEnd:     onEnd,
+		onStopped: onStopped,
 		started:   time.Now(),
 		pending:   map[string]*pendingCall{},
 		tokens:    map[string]*stream{},
@@ -324,6 +327,9 @@ func (s *Session) readStderr(perSecond int) {
 				}
 				s.log.Info("child stderr", "line", line)
 			} else {
+				if suppressed == 0 {
+					s.log.Warn("child stderr rate-limited: dropping lines", "lines_per_second", perSecond)
+				}
 				suppressed++
 			}
 		}
@@ -523,13 +529,16 @@ func (s *Session) end(reason string) {
 	s.tokens = map[string]*stream{}
 	s.mu.Unlock()
 	close(s.dead)
+	if s.onEnd != nil {
+		s.onEnd(s)
+	}
 	s.log.Info("session end", "reason", reason, "calls", s.calls.Load(), "duration", time.Since(s.started).Round(time.Millisecond).String())
 	go func() {
 		defer close(s.stopped)
 		s.proc.Stop(s.grace)
 		s.log.Info("child exit", "pid", s.proc.Pid(), "status", s.proc.ExitStatus(), "group", s.proc.Group().String())
-		if s.onEnd != nil {
-			s.onEnd(s)
+		if s.onStopped != nil {
+			s.onStopped(s)
 		}
 	}()
 }

@@ -109,7 +109,7 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 		return nil, nil, err
 	}
 	b.children.Add(1)
-	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, func(*Session) { b.children.Done() })
+	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, nil, func(*Session) { b.children.Done() })
 	s.shared = true
 	log.Info("stateless child start", "pid", proc.Pid(), "group", proc.Group().String())
 
@@ -194,10 +194,7 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request, msgs []m
 		case ver == "":
 			httpError(w, http.StatusBadRequest, m.id, codeHeaderMismatch, headerProtocolVersion+" header is required for requests carrying _meta protocolVersion")
 			return
-		case m.protocolVersion == "":
-			httpError(w, http.StatusBadRequest, m.id, -32602, `missing _meta field "io.modelcontextprotocol/protocolVersion"`)
-			return
-		case m.protocolVersion != ver:
+		case m.protocolVersion != "" && m.protocolVersion != ver:
 			httpError(w, http.StatusBadRequest, m.id, codeHeaderMismatch,
 				fmt.Sprintf("%s header %q does not match _meta protocolVersion %q", headerProtocolVersion, ver, m.protocolVersion))
 			return

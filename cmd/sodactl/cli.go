@@ -1,0 +1,214 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/soda-project/soda/internal/config"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command could not do its job
+	exitUsage = 2 // the command line is wrong
+)
+
+const rootUsage = `Usage: sodactl [OPTIONS] COMMAND ...
+
+Operate soda: tokens and client configuration of the MCP bridges
+(soda-mcp@NAME).
+
+Commands:
+  mcp token NAME
+        Print the bearer token that clients of soda-mcp@NAME must send.
+  mcp client-config NAME --client CLIENT
+        Print the snippet that adds soda-mcp@NAME to CLIENT
+        (claude, codex, opencode or vscode).
+
+Options:
+  --config-dir DIR    directory holding NAME.conf (default /etc/soda/mcp)
+  --token-file FILE   read the token from FILE instead of the configured one
+  -h, --help          show this help
+
+Run 'sodactl mcp --help' for details; see also sodactl(1).
+`
+
+const mcpUsage = `Usage: sodactl mcp token [OPTIONS] NAME
+       sodactl mcp client-config [OPTIONS] NAME --client CLIENT
+
+Commands:
+  token NAME
+        Print the bearer token of soda-mcp@NAME on stdout. It is read from
+        the file named by TokenFile= in NAME.conf, by default
+        /var/lib/soda/mcp/NAME.token. sodactl never creates it: soda-mcpd
+        does on its first start.
+  client-config NAME --client CLIENT
+        Print what to run or paste to make CLIENT use soda-mcp@NAME, with
+        its URL (http://LISTEN/mcp, from Listen= in NAME.conf) and token.
+        The snippet goes to stdout, so it can be piped or redirected; a
+        one-line hint saying where it goes is printed on stderr.
+
+Options:
+  --client CLIENT     claude, codex, opencode or vscode (client-config only)
+  --config-dir DIR    directory holding NAME.conf (default /etc/soda/mcp)
+  --token-file FILE   read the token from FILE instead of the configured one
+  -h, --help          show this help
+
+Options may come before or after NAME.
+`
+
+// options holds the flags shared by every command.
+type options struct {
+	configDir string
+	tokenFile string
+}
+
+// bind registers the shared flags on fs, defaulting to the current values so
+// that flags given before a command keep their effect after it.
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.configDir, "config-dir", o.configDir, "directory holding NAME.conf")
+	fs.StringVar(&o.tokenFile, "token-file", o.tokenFile, "token file to read")
+}
+
+// usageError is a wrong command line: exit code 2 and a pointer to the help.
+type usageError struct {
+	msg  string
+	help string // the command whose --help to suggest
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(help, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), help: help}
+}
+
+// helpRequest asks run to print text (a usage) on stdout and exit 0.
+type helpRequest struct{ text string }
+
+func (h *helpRequest) Error() string { return "help requested" }
+
+// run executes the sodactl command line args and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	err := dispatch(args, stdout, stderr)
+	var (
+		help  *helpRequest
+		usage *usageError
+	)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.text)
+		return exitOK
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "sodactl: %s\nRun '%s --help' for usage.\n", usage.msg, usage.help)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "sodactl: %v\n", err)
+		return exitError
+	}
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) error {
+	opts := &options{configDir: config.DefaultDir}
+	fs := newFlagSet("sodactl")
+	opts.bind(fs)
+	if err := parse(fs, args, rootUsage, "sodactl"); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return usagef("sodactl", "missing command")
+	}
+	switch rest[0] {
+	case "mcp":
+		return mcpCommand(opts, rest[1:], stdout, stderr)
+	case "help":
+		return &helpRequest{rootUsage}
+	default:
+		return usagef("sodactl", "unknown command %q (known: mcp)", rest[0])
+	}
+}
+
+func mcpCommand(opts *options, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("sodactl mcp")
+	opts.bind(fs)
+	if err := parse(fs, args, mcpUsage, "sodactl mcp"); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return usagef("sodactl mcp", "missing command (token or client-config)")
+	}
+	switch rest[0] {
+	case "token":
+		return mcpToken(opts, rest[1:], stdout)
+	case "client-config":
+		return mcpClientConfig(opts, rest[1:], stdout, stderr)
+	case "help":
+		return &helpRequest{mcpUsage}
+	default:
+		return usagef("sodactl mcp", "unknown command %q (known: token, client-config)", rest[0])
+	}
+}
+
+// newFlagSet returns a FlagSet that reports errors to its caller instead of
+// printing them or exiting.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses flags up to the first argument that is not one, turning
+// -h/--help into a help request for usage and other errors into usage errors.
+func parse(fs *flag.FlagSet, args []string, usage, cmd string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return &helpRequest{usage}
+	}
+	if err != nil {
+		return usagef(cmd, "%v", err)
+	}
+	return nil
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// positional arguments, which it returns. "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string, usage, cmd string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parse(fs, args, usage, cmd); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// oneName checks that pos holds exactly one valid server name.
+func oneName(pos []string, cmd string) (string, error) {
+	switch len(pos) {
+	case 0:
+		return "", usagef(cmd, "missing server NAME")
+	case 1:
+	default:
+		return "", usagef(cmd, "too many arguments: %s", strings.Join(pos[1:], " "))
+	}
+	if err := config.ValidName(pos[0]); err != nil {
+		return "", usagef(cmd, "%v", err)
+	}
+	return pos[0], nil
+}
