@@ -67,15 +67,15 @@ type Session struct {
 	// ID is the Mcp-Session-Id (or legacy sessionId).
 	ID string
 
-	log     *slog.Logger
-	proc    *child.Process
-	grace   child.Grace
+	log   *slog.Logger
+	proc  *child.Process
+	grace child.Grace
 	// onEnd runs when the session ends; onStopped when its child is gone.
 	onEnd     func(*Session)
 	onStopped func(*Session)
-	legacy  bool
-	shared  bool // the stateless pool's child
-	started time.Time
+	legacy    bool
+	shared    bool // the stateless pool's child
+	started   time.Time
 
 	writeMu  sync.Mutex
 	writeBuf []byte
