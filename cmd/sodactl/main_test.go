@@ -120,7 +120,7 @@ func TestRun(t *testing.T) {
 		{name: "client-config token absent", args: []string{"mcp", "client-config", cd, "gh", "--client", "claude"}, code: 1,
 			stderrHas: []string{"no token yet", "systemctl start soda-mcp@gh"}},
 		{name: "client-config no config", args: []string{"mcp", "client-config", cd, "nope", "--client", "claude"}, code: 1,
-			stderrHas: []string{filepath.Join(f.conf, "nope.conf"), "does not exist", "soda-mcp.conf(5)"}},
+			stderrHas: []string{filepath.Join(f.conf, "nope.conf"), "does not exist", "assuming an ad-hoc soda-mcpd", "no token yet"}},
 		{name: "client-config broken config", args: []string{"mcp", "client-config", cd, "broken", "--client", "claude"}, code: 1,
 			stderrHas: []string{"Bridge.Listen", "loopback"}},
 		{name: "client-config no client", args: []string{"mcp", "client-config", cd, "jira"}, code: 2,

@@ -72,9 +72,13 @@ func mcpClientConfig(opts *options, args []string, stdout, stderr io.Writer) err
 	case !isClient(*client):
 		return usagef(cmd, "unknown client %q (known: %s)", *client, known)
 	}
-	cfg, err := loadConfig(opts.configDir, name, true)
+	cfg, err := loadConfig(opts.configDir, name, false)
 	if err != nil {
 		return err
+	}
+	if cfg.Path == "" {
+		fmt.Fprintf(stderr, "note: %s does not exist; assuming an ad-hoc soda-mcpd with the defaults (Listen=%s)\n",
+			config.PathFor(opts.configDir, name), cfg.Bridge.Listen)
 	}
 	url, err := clientconfig.URL(cfg.Bridge.Listen)
 	if err != nil {

@@ -1,0 +1,68 @@
+# soda — build, test, benchmark, package.
+#
+#   make            build every binary into bin/
+#   make run        bridge server-everything on 127.0.0.1:18100 (the README's demo)
+#   make check      install test peers, then every test (what CI runs)
+#   make bench      soda-mcpd side by side with supergateway and mcp-proxy
+#   make man        render man pages
+
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/soda-project/soda/internal/mcpd.Version=$(VERSION)
+BINS    := soda-mcpd sodactl
+MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda-mcp.conf.5
+EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+
+.PHONY: all build test check test-go test-node lint deps-test run bench man clean
+
+all: build
+
+build: $(addprefix bin/,$(BINS)) bin/mcpecho
+
+bin/%: FORCE
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
+
+bin/mcpecho: FORCE
+	$(GO) build -o $@ ./test/mcpecho
+
+FORCE:
+
+# The npm peers the tests talk to (TypeScript SDK client, server-everything).
+deps-test: test/node/node_modules/.package-lock.json
+
+test/node/node_modules/.package-lock.json: test/node/package-lock.json
+	npm ci --prefix test/node --no-audit --no-fund
+	@touch $@
+
+lint:
+	@unformatted=$$(gofmt -l cmd internal test); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+test-go: deps-test
+	$(GO) test -count=1 ./...
+
+test-node: deps-test build
+	SODA_MCPD=$(CURDIR)/bin/soda-mcpd npm test --prefix test/node
+
+# check is the whole suite: what CI and the README's test command run.
+check: lint test-go test-node
+
+test: check
+
+run: deps-test build
+	@mkdir -p /var/lib/soda/mcp
+	@echo "Connect a client:  ./bin/sodactl mcp client-config everything --client claude --token-file /var/lib/soda/mcp/everything.token"
+	./bin/soda-mcpd --name everything --listen 127.0.0.1:18100 \
+		--token-file /var/lib/soda/mcp/everything.token -- node $(EVERYTHING) stdio
+
+bench: build
+	bash bench/run.sh
+
+man: $(MANS)
+
+man/%: man/%.md
+	go-md2man -in $< -out $@
+
+clean:
+	rm -rf bin dist $(MANS)
