@@ -239,7 +239,7 @@ func CheckLoopback(addr string) error {
 }
 
 func apply(cfg *Server, o *unit.UnitOption) error {
-	v := strings.TrimSpace(o.Value)
+	v := strings.TrimSpace(strings.ReplaceAll(o.Value, "\\\n", " ")) // systemd: a continuation backslash becomes a space
 	switch o.Section {
 	case "Server":
 		switch o.Name {

@@ -247,21 +247,34 @@ func (s *Session) route(line []byte, garbage *rate.Limiter) {
 		s.refuseShared(m)
 		return
 	}
-	st := s.get
-	if st == nil && len(s.posts) > 0 {
-		st = s.posts[len(s.posts)-1]
-	}
-	if st == nil {
-		if len(s.backlog) >= maxBacklog {
-			s.backlog = s.backlog[1:]
-			s.dropped++
-		}
-		s.backlog = append(s.backlog, m.raw)
-		s.mu.Unlock()
-		return
-	}
 	s.mu.Unlock()
-	st.deliver(item{raw: m.raw})
+	s.routeUnrelated(m.raw)
+}
+
+// routeUnrelated delivers a message not tied to a request: to the GET
+// stream, else the newest POST stream in flight, else the backlog. A stream
+// that closes while we wait is no longer a candidate, so we pick again.
+func (s *Session) routeUnrelated(raw []byte) {
+	for {
+		s.mu.Lock()
+		st := s.get
+		if st == nil && len(s.posts) > 0 {
+			st = s.posts[len(s.posts)-1]
+		}
+		if st == nil {
+			if len(s.backlog) >= maxBacklog {
+				s.backlog = s.backlog[1:]
+				s.dropped++
+			}
+			s.backlog = append(s.backlog, raw)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		if st.deliver(item{raw: raw}) {
+			return
+		}
+	}
 }
 
 // refuseShared answers server→client requests from the stateless pool's
@@ -447,6 +460,18 @@ func (s *Session) detach(st *stream, reason string) {
 	ended := s.ended
 	s.mu.Unlock()
 	close(st.gone)
+	// Messages handed to st that its handler did not write: requests and
+	// notifications not tied to st's calls go elsewhere.
+	for drained := false; !drained; {
+		select {
+		case it := <-st.ch:
+			if it.respID == "" && it.raw != nil && !ended && !s.shared {
+				s.routeUnrelated(it.raw)
+			}
+		default:
+			drained = true
+		}
+	}
 	if ended {
 		return
 	}
