@@ -388,6 +388,9 @@ var timespanUnits = []struct {
 	{"days", 24 * time.Hour}, {"day", 24 * time.Hour}, {"d", 24 * time.Hour},
 }
 
+// maxTimespan bounds time spans; nothing soda waits for is longer.
+const maxTimespan = 10 * 365 * 24 * time.Hour
+
 // ParseTimespan parses a systemd time span ("90", "5min", "1h 30min",
 // "250ms"). A bare number means seconds.
 func ParseTimespan(v string) (time.Duration, error) {
@@ -419,6 +422,9 @@ func ParseTimespan(v string) (time.Duration, error) {
 					break
 				}
 			}
+		}
+		if n > int64(maxTimespan/unit) || total > maxTimespan-time.Duration(n)*unit {
+			return 0, fmt.Errorf("%q is longer than %s", v, maxTimespan)
 		}
 		total += time.Duration(n) * unit
 		s = strings.TrimLeft(s, " ")

@@ -213,7 +213,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "soda-mcpd:", err)
+		fmt.Fprintln(stderr, "soda-mcpd:", strings.TrimPrefix(err.Error(), "usage: "))
 		return 2
 	}
 	cfg, err := f.load()
