@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -223,7 +224,7 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 			reqs = append(reqs, m)
 		}
 	}
-	out := &responder{w: w, rc: http.NewResponseController(w), st: st, batch: batch, init: o.init, s: s, b: b}
+	out := &responder{w: w, rc: http.NewResponseController(w), st: st, batch: batch, init: o.init, s: s, b: b, wrote: make(chan struct{})}
 	if len(reqs) == 0 {
 		for _, m := range msgs {
 			if m.method == "notifications/cancelled" && m.requestID != "" {
@@ -237,6 +238,9 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	if !batch && len(reqs) == 1 && !o.init && st.origIDs == nil {
+		st.direct = out.direct
+	}
 	dup, err := s.register(st, reqs)
 	if err != nil {
 		httpError(w, http.StatusNotFound, "", codeInvalidRequest, "unknown or expired session: initialize a new one")
@@ -245,6 +249,13 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 	s.attach(st, false)
 	detachReason := ""
 	defer func() { s.detach(st, detachReason) }()
+	// If the stdout reader took the response, it may still be writing it:
+	// the handler must not return before it is done.
+	defer func() {
+		if out.owner.Load() == 1 {
+			<-out.wrote
+		}
+	}()
 
 	remaining := make(map[string]struct{}, len(reqs))
 	for _, m := range reqs {
@@ -282,7 +293,7 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 				return
 			}
 			delete(remaining, it.respID)
-			if it.raw == nil { // cancelled by the client
+			if it.raw == nil { // written by the reader, or cancelled by the client
 				return
 			}
 			out.add(it.raw, true, len(remaining) == 0)
@@ -317,7 +328,9 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 				out.fail(errorResponseID(st.idFor(id), codeServerGone, s.goneMessage(), nil), len(remaining) == 0)
 			}
 		case <-r.Context().Done():
-			detachReason = "client disconnected"
+			if out.own() {
+				detachReason = "client disconnected"
+			}
 			return
 		case <-timer.C:
 			ids := make([]string, 0, len(remaining))
@@ -351,6 +364,33 @@ type responder struct {
 	mode     int // 0 undecided, 1 json, 2 sse
 	buffered [][]byte
 	wroteErr bool
+	// owner says who writes the response: 0 nobody yet, 1 the stdout
+	// reader (direct), 2 the handler.
+	owner atomic.Int32
+	wrote chan struct{} // closed when the reader has written
+}
+
+// directMaxBytes bounds responses the stdout reader writes itself; the
+// socket buffer takes them without blocking.
+const directMaxBytes = 32 << 10
+
+// own makes the handler the writer of the response. It fails if the reader
+// has already taken it.
+func (o *responder) own() bool {
+	return o.owner.CompareAndSwap(0, 2) || o.owner.Load() == 2
+}
+
+// direct is stream.direct: the stdout reader writes a lone response.
+func (o *responder) direct(raw []byte) bool {
+	// Large answers go through the handler, so a slow client cannot stall
+	// the reader (and with it the whole session) on a socket write.
+	if len(raw) > directMaxBytes || !o.owner.CompareAndSwap(0, 1) {
+		return false
+	}
+	o.writeJSON(raw)
+	o.rc.Flush()
+	close(o.wrote)
+	return true
 }
 
 const (
@@ -362,6 +402,9 @@ const (
 // add writes one message. resp marks a response to a request of this POST,
 // final the last one.
 func (o *responder) add(raw []byte, resp, final bool) {
+	if !o.own() {
+		return // the reader answered already; nothing else belongs here
+	}
 	if o.init && resp {
 		o.checkInit(raw)
 	}
@@ -395,6 +438,9 @@ func (o *responder) add(raw []byte, resp, final bool) {
 
 // fail writes an error for a request whose session ended.
 func (o *responder) fail(raw []byte, final bool) {
+	if !o.own() {
+		return
+	}
 	if o.init && o.mode == modeUndecided && !o.wroteErr {
 		// The child died before answering initialize: no session was made.
 		o.w.Header().Del(headerSessionID)
@@ -470,6 +516,9 @@ func (o *responder) event(raw []byte) {
 }
 
 func (o *responder) finish() {
+	if !o.own() {
+		return
+	}
 	switch o.mode {
 	case modeUndecided:
 		if len(o.buffered) > 0 {

@@ -38,10 +38,14 @@ type stream struct {
 	failed []string
 	// origIDs maps rewritten ids back to the client's (stateless mode).
 	origIDs map[string]json.RawMessage
+	// direct, when set, lets the stdout reader write the one response of a
+	// single-request POST straight to the client, saving a goroutine switch
+	// on the hot path. It reports false when the handler owns the response.
+	direct func(raw []byte) bool
 }
 
 func newStream(sse bool) *stream {
-	return &stream{ch: make(chan item, 64), gone: make(chan struct{}), sse: sse}
+	return &stream{ch: make(chan item, 16), gone: make(chan struct{}), sse: sse}
 }
 
 // deliver hands it to st, waiting while the client reads slowly; it drops
@@ -230,6 +234,10 @@ func (s *Session) route(line []byte, garbage *rate.Limiter) {
 		raw := m.raw
 		if orig, ok := pc.st.origIDs[m.id]; ok {
 			raw = rewriteID(raw, orig)
+		}
+		if pc.st.direct != nil && pc.st.direct(raw) {
+			// Written to the client by this goroutine; tell the handler.
+			raw = nil
 		}
 		pc.st.deliver(item{raw: raw, respID: m.id})
 		return
