@@ -56,9 +56,19 @@ type Server struct {
 	Dir string
 	// Env holds extra KEY=VALUE pairs added to the child's environment.
 	Env []string
+	// Credentials map systemd credentials into the child's environment.
+	Credentials []Credential
 
 	Bridge Bridge
 	Limits Limits
+}
+
+// Credential maps a systemd credential ($CREDENTIALS_DIRECTORY/Name) to an
+// environment variable of the child: its content, or its path when AsPath.
+type Credential struct {
+	Name   string
+	EnvVar string
+	AsPath bool
 }
 
 // Bridge holds the listener and session settings.
@@ -82,6 +92,14 @@ type Bridge struct {
 	StderrLinesPerSecond int
 	// DrainTimeout bounds how long shutdown waits for in-flight calls.
 	DrainTimeout time.Duration
+	// ExitIdle, when set and socket-activated, makes the service exit after
+	// that long without sessions; the socket starts it again on demand.
+	ExitIdle time.Duration
+	// ProbeInitialize starts one child and asks it to initialize before
+	// reporting readiness.
+	ProbeInitialize bool
+	// StartOnBoot makes soda-generator enable the instance's socket.
+	StartOnBoot bool
 }
 
 // Limits are applied to each child's cgroup when the host allows it.
@@ -92,6 +110,9 @@ type Limits struct {
 	TasksMax int64
 	// CPUWeight is cgroup v2 cpu.weight (1..10000); 0 leaves the default.
 	CPUWeight int64
+	// CPUQuotaPercent is the CPU time allowed per second, in percent of one
+	// CPU (systemd's CPUQuota=); 0 means unlimited.
+	CPUQuotaPercent int64
 }
 
 // Defaults returns the configuration used when a key is absent.
@@ -269,8 +290,20 @@ func apply(cfg *Server, o *unit.UnitOption) error {
 				}
 				cfg.Env = append(cfg.Env, w)
 			}
+		case "Credential", "CredentialFile":
+			name, env, ok := strings.Cut(v, ":")
+			if !ok || name == "" || env == "" {
+				return fmt.Errorf("%q: want CREDENTIAL:ENVVAR", v)
+			}
+			if strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+				return fmt.Errorf("%q is not a credential name", name)
+			}
+			if strings.ContainsAny(env, "= \t") {
+				return fmt.Errorf("%q is not an environment variable name", env)
+			}
+			cfg.Credentials = append(cfg.Credentials, Credential{Name: name, EnvVar: env, AsPath: o.Name == "CredentialFile"})
 		default:
-			return errors.New("unknown key (known: ExecStart, WorkingDirectory, Environment)")
+			return errors.New("unknown key (known: ExecStart, WorkingDirectory, Environment, Credential, CredentialFile)")
 		}
 	case "Bridge":
 		b := &cfg.Bridge
@@ -311,8 +344,14 @@ func apply(cfg *Server, o *unit.UnitOption) error {
 			b.ReadTimeout, err = ParseTimespan(v)
 		case "DrainTimeout":
 			b.DrainTimeout, err = ParseTimespan(v)
+		case "ExitIdleSec":
+			b.ExitIdle, err = ParseTimespan(v)
+		case "ProbeInitialize":
+			b.ProbeInitialize, err = parseBool(v)
+		case "StartOnBoot":
+			b.StartOnBoot, err = parseBool(v)
 		default:
-			return errors.New("unknown key (known: Listen, Auth, TokenFile, MaxSessions, MaxConnections, IdleTimeout, CallTimeout, StartTimeout, ReadTimeout, DrainTimeout, MaxHeaderBytes, MaxBodySize, StderrLinesPerSecond)")
+			return errors.New("unknown key (known: Listen, Auth, TokenFile, MaxSessions, MaxConnections, IdleTimeout, CallTimeout, StartTimeout, ReadTimeout, DrainTimeout, ExitIdleSec, ProbeInitialize, StartOnBoot, MaxHeaderBytes, MaxBodySize, StderrLinesPerSecond)")
 		}
 		return err
 	case "Limits":
@@ -331,14 +370,34 @@ func apply(cfg *Server, o *unit.UnitOption) error {
 				err = fmt.Errorf("%d is above 10000", n)
 			}
 			cfg.Limits.CPUWeight = int64(n)
+		case "CPUQuota":
+			p, ok := strings.CutSuffix(v, "%")
+			var n int
+			if ok {
+				n, err = positiveInt(p)
+			}
+			if !ok || err != nil {
+				return fmt.Errorf("%q: want a percentage such as 50%% or 200%%", v)
+			}
+			cfg.Limits.CPUQuotaPercent = int64(n)
 		default:
-			return errors.New("unknown key (known: MemoryMax, TasksMax, CPUWeight)")
+			return errors.New("unknown key (known: MemoryMax, TasksMax, CPUWeight, CPUQuota)")
 		}
 		return err
 	default:
 		return fmt.Errorf("unknown section [%s] (known: [Server], [Bridge], [Limits])", o.Section)
 	}
 	return nil
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "yes", "true", "on":
+		return true, nil
+	case "0", "no", "false", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not a boolean (yes or no)", v)
 }
 
 func positiveInt(v string) (int, error) {

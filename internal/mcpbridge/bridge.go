@@ -60,6 +60,8 @@ type Bridge struct {
 
 	inflight atomic.Int64
 	started  atomic.Int64
+	calls    atomic.Int64 // requests relayed, all sessions
+	live     atomic.Int64 // children not yet stopped
 }
 
 // New returns a bridge. Call Run to expire idle sessions and Shutdown to end
@@ -159,11 +161,12 @@ func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error
 		return nil, err
 	}
 	b.children.Add(1)
+	b.live.Add(1)
 	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, func(s *Session) {
 		b.mu.Lock()
 		delete(b.sessions, s.ID)
 		b.mu.Unlock()
-	}, func(*Session) { b.children.Done() })
+	}, func(*Session) { b.live.Add(-1); b.children.Done() })
 	s.legacy = legacy
 	b.mu.Lock()
 	b.reserved--
@@ -197,17 +200,38 @@ func (b *Bridge) lookup(id string) *Session {
 
 // Stats is a snapshot of the bridge's state.
 type Stats struct {
-	Sessions        int
+	// Sessions is the number of live client sessions.
+	Sessions int
+	// SessionsStarted counts sessions since start.
 	SessionsStarted int64
-	Inflight        int64
-	Draining        bool
+	// Inflight is the number of HTTP requests being relayed.
+	Inflight int64
+	// Children is the number of child processes not yet stopped.
+	Children int64
+	// Calls counts requests relayed since start.
+	Calls    int64
+	Draining bool
 }
 
 // Stats returns a snapshot.
 func (b *Bridge) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Stats{Sessions: len(b.sessions), SessionsStarted: b.started.Load(), Inflight: b.inflight.Load(), Draining: b.draining}
+	return Stats{Sessions: len(b.sessions), SessionsStarted: b.started.Load(), Inflight: b.inflight.Load(),
+		Children: b.live.Load(), Calls: b.calls.Load(), Draining: b.draining}
+}
+
+// Probe starts one child, asks it to initialize and stops it again: a
+// start-up check that the configured server really speaks MCP.
+func (b *Bridge) Probe(ctx context.Context) error {
+	sc := &sharedChild{b: b}
+	s, _, err := sc.start(ctx)
+	if err != nil {
+		return fmt.Errorf("probe initialize: %w", err)
+	}
+	s.end("probe done")
+	<-s.Stopped()
+	return nil
 }
 
 // Draining reports whether Shutdown has begun.

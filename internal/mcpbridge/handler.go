@@ -277,6 +277,7 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 		}
 	}
 	s.calls.Add(int64(len(reqs)))
+	b.calls.Add(int64(len(reqs)))
 	for _, id := range dup {
 		out.add(errorResponseID(st.idFor(id), codeInvalidRequest, errDuplicateID.Error(), nil), true, len(remaining) == 0)
 	}

@@ -109,7 +109,8 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 		return nil, nil, err
 	}
 	b.children.Add(1)
-	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, nil, func(*Session) { b.children.Done() })
+	b.live.Add(1)
+	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
 	s.shared = true
 	log.Info("stateless child start", "pid", proc.Pid(), "group", proc.Group().String())
 

@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +24,7 @@ import (
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/mcpbridge"
+	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/token"
 )
 
@@ -179,6 +183,9 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	if format == "" && systemd.StderrIsJournal() {
+		return slog.New(systemd.NewJournalHandler(lv)), nil
+	}
 	switch format {
 	case "", "text":
 		if format == "" && os.Getenv("JOURNAL_STREAM") != "" {
@@ -227,6 +234,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log = log.With("server", cfg.Name)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			log.Warn("SIGHUP: configuration reload is not supported; restart the service instead (systemctl restart keeps the socket, so waiting clients are served by the new process)")
+		}
+	}()
 	if err := Run(ctx, log, cfg); err != nil {
 		log.Error("soda-mcpd failed", "err", err)
 		return 1
@@ -235,7 +250,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // Run serves cfg until ctx is done, then drains and stops every child.
+// Under systemd it adopts socket-activated listeners, reports readiness and
+// status with sd_notify and pings the watchdog.
 func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
+	notify := systemd.NewNotifier(log)
 	tok := ""
 	if cfg.Bridge.Auth != "none" {
 		var err error
@@ -246,18 +264,21 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	} else {
 		log.Warn("authentication disabled (Auth=none): every local user and process can call this MCP server")
 	}
-	l, err := net.Listen("tcp", cfg.Bridge.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Bridge.Listen, err)
+	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
+		return fmt.Errorf("server command: %w (fix ExecStart= in %s)", err, cfg.Path)
 	}
-	placer := child.NewPlacer(log, "soda-mcp-"+cfg.Name, child.Limits{
-		MemoryMax: cfg.Limits.MemoryMax,
-		TasksMax:  cfg.Limits.TasksMax,
-		CPUWeight: uint64(cfg.Limits.CPUWeight),
-	})
+	credEnv, err := credentialEnv(cfg.Credentials)
+	if err != nil {
+		return err
+	}
+	listeners, activated, err := openListeners(cfg)
+	if err != nil {
+		return err
+	}
+	placer := newPlacer(ctx, log, cfg)
 	bridge := mcpbridge.New(log, mcpbridge.Options{
 		Name:                 cfg.Name,
-		Spec:                 child.Spec{Argv: cfg.Command, Dir: cfg.Dir, Env: cfg.Env},
+		Spec:                 child.Spec{Argv: cfg.Command, Dir: cfg.Dir, Env: append(slices.Clone(cfg.Env), credEnv...)},
 		Placer:               placer,
 		MaxSessions:          cfg.Bridge.MaxSessions,
 		IdleTimeout:          cfg.Bridge.IdleTimeout,
@@ -266,6 +287,16 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		MaxBodyBytes:         cfg.Bridge.MaxBodyBytes,
 		StderrLinesPerSecond: cfg.Bridge.StderrLinesPerSecond,
 	})
+	if cfg.Bridge.ProbeInitialize {
+		pctx, cancel := context.WithTimeout(ctx, cfg.Bridge.StartTimeout)
+		err := bridge.Probe(pctx)
+		cancel()
+		if err != nil {
+			closeListeners(listeners)
+			return err
+		}
+		log.Info("probe initialize answered")
+	}
 	front := httpfront.New(log, httpfront.Options{
 		Name:           cfg.Name,
 		Token:          tok,
@@ -277,22 +308,35 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	go bridge.Run(runCtx)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- front.Serve(l) }()
-
-	url := "http://" + l.Addr().String() + mcpbridge.PathMCP
-	attrs := []any{"url", url, "command", strings.Join(cfg.Command, " "), "max_sessions", cfg.Bridge.MaxSessions, "auth", cfg.Bridge.Auth != "none"}
+	serveErr := make(chan error, len(listeners))
+	var urls []string
+	for _, l := range listeners {
+		go func() { serveErr <- front.Serve(l) }()
+		urls = append(urls, listenerURL(l))
+	}
+	attrs := []any{"url", strings.Join(urls, " "), "command", strings.Join(cfg.Command, " "),
+		"max_sessions", cfg.Bridge.MaxSessions, "auth", cfg.Bridge.Auth != "none", "socket_activated", activated}
 	if tok != "" {
 		attrs = append(attrs, "token_file", absPath(cfg.Bridge.TokenFile))
 	}
 	log.Info("serving", attrs...)
+	notify.Ready(statusLine(bridge.Stats(), 0))
+	go notify.Watchdog(runCtx, func() bool { return !bridge.Draining() })
+	idle := make(chan struct{})
+	go reportStatus(runCtx, notify, bridge, cfg.Bridge.ExitIdle, activated, idle, log)
+	if cfg.Bridge.ExitIdle > 0 && !activated {
+		log.Info("ExitIdleSec= ignored: only a socket-activated service can exit when idle")
+	}
 
 	select {
 	case <-ctx.Done():
+	case <-idle:
+		log.Info("exiting: no sessions", "exit_idle", cfg.Bridge.ExitIdle.String())
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("draining", "drain_timeout", cfg.Bridge.DrainTimeout.String())
+	notify.Stopping(fmt.Sprintf("draining: %d calls in flight", bridge.Stats().Inflight))
 	front.SetDraining(true)
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.Bridge.DrainTimeout)
 	defer cancel()
@@ -308,9 +352,125 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	return nil
 }
 
+// openListeners adopts systemd's sockets when activated, else listens on
+// the configured loopback address.
+func openListeners(cfg config.Server) ([]net.Listener, bool, error) {
+	if systemd.Activated() {
+		named, err := systemd.Listeners()
+		if err != nil {
+			return nil, true, fmt.Errorf("socket activation: %w", err)
+		}
+		var ls []net.Listener
+		for _, name := range slices.Sorted(maps.Keys(named)) {
+			ls = append(ls, named[name]...)
+		}
+		return ls, true, nil
+	}
+	l, err := net.Listen("tcp", cfg.Bridge.Listen)
+	if err != nil {
+		return nil, false, fmt.Errorf("listen on %s: %w", cfg.Bridge.Listen, err)
+	}
+	return []net.Listener{l}, false, nil
+}
+
+func closeListeners(ls []net.Listener) {
+	for _, l := range ls {
+		l.Close()
+	}
+}
+
+func listenerURL(l net.Listener) string {
+	if a, ok := l.Addr().(*net.UnixAddr); ok {
+		return "unix:" + a.Name + ":" + mcpbridge.PathMCP
+	}
+	return "http://" + l.Addr().String() + mcpbridge.PathMCP
+}
+
+// credentialEnv reads the systemd credentials named in the config and
+// turns them into environment entries for the children. The values never
+// enter this process's own environment or its logs.
+func credentialEnv(creds []config.Credential) ([]string, error) {
+	if len(creds) == 0 {
+		return nil, nil
+	}
+	dir := os.Getenv("CREDENTIALS_DIRECTORY")
+	if dir == "" {
+		return nil, errors.New("Credential= is set but $CREDENTIALS_DIRECTORY is not: pass the credential with LoadCredential= in a drop-in of the service")
+	}
+	var env []string
+	for _, c := range creds {
+		path := filepath.Join(dir, c.Name)
+		if c.AsPath {
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("credential %s: %w (check LoadCredential=%s:…)", c.Name, err, c.Name)
+			}
+			env = append(env, c.EnvVar+"="+path)
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("credential %s: %w (check LoadCredential=%s:…)", c.Name, err, c.Name)
+		}
+		env = append(env, c.EnvVar+"="+strings.TrimRight(string(b), "\n"))
+	}
+	return env, nil
+}
+
+func statusLine(st mcpbridge.Stats, callsLastMinute int64) string {
+	if st.Draining {
+		return fmt.Sprintf("draining: %d sessions, %d children, %d calls in flight", st.Sessions, st.Children, st.Inflight)
+	}
+	return fmt.Sprintf("%d sessions, %d children, %d calls in the last minute", st.Sessions, st.Children, callsLastMinute)
+}
+
+// reportStatus keeps STATUS= current and closes idle when the service has
+// had no sessions for exitIdle (socket-activated services only).
+func reportStatus(ctx context.Context, n *systemd.Notifier, b *mcpbridge.Bridge, exitIdle time.Duration, activated bool, idle chan struct{}, log *slog.Logger) {
+	const tick = time.Second
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var history []int64 // calls total, one per tick, last minute
+	last := ""
+	idleSince := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st := b.Stats()
+		history = append(history, st.Calls)
+		if len(history) > 61 {
+			history = history[1:]
+		}
+		line := statusLine(st, st.Calls-history[0])
+		if line != last {
+			n.Status(line)
+			last = line
+		}
+		if st.Sessions > 0 || st.Inflight > 0 {
+			idleSince = time.Now()
+		}
+		if activated && exitIdle > 0 && time.Since(idleSince) >= exitIdle {
+			close(idle)
+			return
+		}
+	}
+}
+
 func absPath(p string) string {
 	if a, err := filepath.Abs(p); err == nil {
 		return a
 	}
 	return p
+}
+
+// newPlacer picks how children are isolated: a transient systemd scope each
+// when systemd is the service manager, else a cgroup or process group.
+func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.Placer {
+	return child.NewPlacer(log, "soda-mcp-"+cfg.Name, child.Limits{
+		MemoryMax: cfg.Limits.MemoryMax,
+		TasksMax:  cfg.Limits.TasksMax,
+		CPUWeight: uint64(cfg.Limits.CPUWeight),
+	})
 }

@@ -1,0 +1,72 @@
+package generator
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestGenerate(t *testing.T) {
+	conf := t.TempDir()
+	out := t.TempDir()
+	files := map[string]string{
+		"jira.conf":     "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nStartOnBoot=yes\n",
+		"github.conf":   "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18102\n",
+		"broken.conf":   "[Server]\nExecStart=/bin/true\nNoSuchKey=1\n",
+		"a.conf":        "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18200\n",
+		"b.conf":        "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=[::1]:18200\n",
+		"notconf.txt":   "ignored",
+		"zeroport.conf": "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:0\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(conf, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs []string
+	res, err := Generate(Options{ConfigDir: conf, OutputDir: out, TemplateUnit: "/usr/lib/systemd/system/soda-mcp@.socket"},
+		func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(res.Generated)
+	if want := []string{"github", "jira"}; !slices.Equal(res.Generated, want) {
+		t.Fatalf("generated %v, want %v", res.Generated, want)
+	}
+	dropin, err := os.ReadFile(filepath.Join(out, "soda-mcp@jira.socket.d", "50-listen.conf"))
+	if err != nil || !strings.Contains(string(dropin), "ListenStream=127.0.0.1:18101") {
+		t.Fatalf("jira drop-in: %v %s", err, dropin)
+	}
+	if target, err := os.Readlink(filepath.Join(out, "sockets.target.wants", "soda-mcp@jira.socket")); err != nil || target != "/usr/lib/systemd/system/soda-mcp@.socket" {
+		t.Fatalf("jira not enabled: %v %q", err, target)
+	}
+	if _, err := os.Lstat(filepath.Join(out, "sockets.target.wants", "soda-mcp@github.socket")); err == nil {
+		t.Fatal("github enabled without StartOnBoot=yes")
+	}
+	all := strings.Join(logs, "\n")
+	for _, want := range []string{
+		"broken.conf:3: Server.NoSuchKey",
+		filepath.Join(conf, "a.conf") + ": port 18200 is also asked for by " + filepath.Join(conf, "b.conf"),
+		filepath.Join(conf, "b.conf") + ": port 18200 is also asked for by " + filepath.Join(conf, "a.conf"),
+		"zeroport.conf: Listen=127.0.0.1:0",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("log lacks %q:\n%s", want, all)
+		}
+	}
+	for _, n := range []string{"a", "b", "broken"} {
+		if _, err := os.Stat(filepath.Join(out, "soda-mcp@"+n+".socket.d")); err == nil {
+			t.Errorf("drop-in written for refused instance %s", n)
+		}
+	}
+}
+
+func TestGenerateMissingConfigDir(t *testing.T) {
+	res, err := Generate(Options{ConfigDir: "/nonexistent", OutputDir: t.TempDir()}, func(string, ...any) {})
+	if err != nil || len(res.Generated) != 0 {
+		t.Fatalf("got %v, %v", res, err)
+	}
+}
