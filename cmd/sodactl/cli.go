@@ -23,6 +23,10 @@ Operate soda: tokens and client configuration of the MCP bridges
 (soda-mcp@NAME).
 
 Commands:
+  mcp list
+        List the configured MCP servers with their units' state.
+  mcp status NAME
+        Show one server: config, URL, units, STATUS=, sessions, children.
   mcp token NAME
         Print the bearer token that clients of soda-mcp@NAME must send.
   mcp client-config NAME --client CLIENT
@@ -37,10 +41,18 @@ Options:
 Run 'sodactl mcp --help' for details; see also sodactl(1).
 `
 
-const mcpUsage = `Usage: sodactl mcp token [OPTIONS] NAME
+const mcpUsage = `Usage: sodactl mcp list [OPTIONS]
+       sodactl mcp status [OPTIONS] NAME
+       sodactl mcp token [OPTIONS] NAME
        sodactl mcp client-config [OPTIONS] NAME --client CLIENT
 
 Commands:
+  list
+        Each NAME.conf with its Listen= address, the state of
+        soda-mcp@NAME.socket and .service, and the live sessions and
+        children (from /run/soda/mcp/NAME.status.json).
+  status NAME
+        The same for one server, plus the service's STATUS= line.
   token NAME
         Print the bearer token of soda-mcp@NAME on stdout. It is read from
         the file named by TokenFile= in NAME.conf, by default
@@ -142,17 +154,21 @@ func mcpCommand(opts *options, args []string, stdout, stderr io.Writer) error {
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
-		return usagef("sodactl mcp", "missing command (token or client-config)")
+		return usagef("sodactl mcp", "missing command (token, client-config, list or status)")
 	}
 	switch rest[0] {
 	case "token":
 		return mcpToken(opts, rest[1:], stdout)
 	case "client-config":
 		return mcpClientConfig(opts, rest[1:], stdout, stderr)
+	case "list":
+		return mcpList(opts, rest[1:], stdout)
+	case "status":
+		return mcpStatus(opts, rest[1:], stdout)
 	case "help":
 		return &helpRequest{mcpUsage}
 	default:
-		return usagef("sodactl mcp", "unknown command %q (known: token, client-config)", rest[0])
+		return usagef("sodactl mcp", "unknown command %q (known: token, client-config, list, status)", rest[0])
 	}
 }
 

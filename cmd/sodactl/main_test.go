@@ -75,7 +75,7 @@ func TestRun(t *testing.T) {
 		{name: "unknown command", args: []string{"frob"}, code: 2, stderrHas: []string{`unknown command "frob"`}},
 		{name: "unknown flag", args: []string{"--frob"}, code: 2, stderrHas: []string{"frob", "sodactl --help"}},
 		{name: "mcp alone", args: []string{"mcp"}, code: 2, stderrHas: []string{"missing command", "sodactl mcp --help"}},
-		{name: "mcp unknown", args: []string{"mcp", "list"}, code: 2, stderrHas: []string{`unknown command "list"`}},
+		{name: "mcp unknown", args: []string{"mcp", "frobnicate"}, code: 2, stderrHas: []string{`unknown command "frobnicate"`}},
 		{name: "token no name", args: []string{"mcp", "token"}, code: 2, stderrHas: []string{"missing server NAME", "sodactl mcp token --help"}},
 		{name: "token two names", args: []string{"mcp", "token", "a", "b"}, code: 2, stderrHas: []string{"too many arguments: b"}},
 		{name: "token bad name", args: []string{"mcp", "token", "../etc"}, code: 2, stderrHas: []string{"may only hold"}},

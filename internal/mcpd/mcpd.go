@@ -4,6 +4,7 @@ package mcpd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -323,7 +324,12 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	notify.Ready(statusLine(bridge.Stats(), 0))
 	go notify.Watchdog(runCtx, func() bool { return !bridge.Draining() })
 	idle := make(chan struct{})
-	go reportStatus(runCtx, notify, bridge, cfg.Bridge.ExitIdle, activated, idle, log)
+	statusFile := ""
+	if dir := os.Getenv("RUNTIME_DIRECTORY"); dir != "" {
+		statusFile = filepath.Join(strings.Split(dir, ":")[0], cfg.Name+".status.json")
+		defer os.Remove(statusFile)
+	}
+	go reportStatus(runCtx, notify, bridge, cfg.Bridge.ExitIdle, activated, idle, statusFile, log)
 	if cfg.Bridge.ExitIdle > 0 && !activated {
 		log.Info("ExitIdleSec= ignored: only a socket-activated service can exit when idle")
 	}
@@ -425,7 +431,7 @@ func statusLine(st mcpbridge.Stats, callsLastMinute int64) string {
 
 // reportStatus keeps STATUS= current and closes idle when the service has
 // had no sessions for exitIdle (socket-activated services only).
-func reportStatus(ctx context.Context, n *systemd.Notifier, b *mcpbridge.Bridge, exitIdle time.Duration, activated bool, idle chan struct{}, log *slog.Logger) {
+func reportStatus(ctx context.Context, n *systemd.Notifier, b *mcpbridge.Bridge, exitIdle time.Duration, activated bool, idle chan struct{}, statusFile string, log *slog.Logger) {
 	const tick = time.Second
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -447,6 +453,7 @@ func reportStatus(ctx context.Context, n *systemd.Notifier, b *mcpbridge.Bridge,
 		if line != last {
 			n.Status(line)
 			last = line
+			writeStatusFile(statusFile, st, st.Calls-history[0], log)
 		}
 		if st.Sessions > 0 || st.Inflight > 0 {
 			idleSince = time.Now()
@@ -473,4 +480,30 @@ func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.P
 		TasksMax:  cfg.Limits.TasksMax,
 		CPUWeight: uint64(cfg.Limits.CPUWeight),
 	})
+}
+
+// RuntimeStatus is what soda-mcpd publishes in its runtime directory
+// (/run/soda/mcp/NAME.status.json) for sodactl mcp list and status.
+type RuntimeStatus struct {
+	PID            int       `json:"pid"`
+	Sessions       int       `json:"sessions"`
+	Children       int64     `json:"children"`
+	CallsPerMinute int64     `json:"calls_last_minute"`
+	Draining       bool      `json:"draining"`
+	Updated        time.Time `json:"updated"`
+}
+
+func writeStatusFile(path string, st mcpbridge.Stats, perMinute int64, log *slog.Logger) {
+	if path == "" {
+		return
+	}
+	b, _ := json.Marshal(RuntimeStatus{PID: os.Getpid(), Sessions: st.Sessions, Children: st.Children,
+		CallsPerMinute: perMinute, Draining: st.Draining, Updated: time.Now().UTC()})
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err == nil {
+		err = os.Rename(tmp, path)
+		if err != nil {
+			log.Debug("write status file", "err", err)
+		}
+	}
 }
