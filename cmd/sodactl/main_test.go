@@ -69,7 +69,7 @@ func TestRun(t *testing.T) {
 		{name: "help", args: []string{"--help"}, code: 0, stdoutHas: []string{"Usage: sodactl", "mcp token NAME", "mcp client-config"}, stderrNone: true},
 		{name: "-h", args: []string{"-h"}, code: 0, stdoutHas: []string{"Usage: sodactl"}},
 		{name: "help command", args: []string{"help"}, code: 0, stdoutHas: []string{"Usage: sodactl"}},
-		{name: "mcp help", args: []string{"mcp", "--help"}, code: 0, stdoutHas: []string{"Usage: sodactl mcp token", "--client CLIENT", "/var/lib/soda/mcp/NAME.token"}, stderrNone: true},
+		{name: "mcp help", args: []string{"mcp", "--help"}, code: 0, stdoutHas: []string{"sodactl mcp token [OPTIONS] NAME", "--client CLIENT", "/var/lib/soda/mcp/NAME.token"}, stderrNone: true},
 		{name: "mcp token help", args: []string{"mcp", "token", "--help"}, code: 0, stdoutHas: []string{"Usage: sodactl mcp"}},
 		{name: "mcp client-config help", args: []string{"mcp", "client-config", "jira", "-h"}, code: 0, stdoutHas: []string{"Usage: sodactl mcp"}},
 		{name: "unknown command", args: []string{"frob"}, code: 2, stderrHas: []string{`unknown command "frob"`}},
