@@ -204,6 +204,21 @@ if [[ " $SECTIONS " == *" echo "* ]]; then
     done
   done
 
+  # The HTTP floor: mcpecho answering HTTP itself, no bridge and no child.
+  # Whatever any HTTP bridge adds beyond this is the bridge's own cost.
+  port=$((port + 1))
+  url="http://127.0.0.1:$port/mcp"
+  log "== HTTP floor: mcpecho --http on $url"
+  start_peer "http-floor" "$port" "$BIN/mcpecho" --http "127.0.0.1:$port"
+  if wait_ready "$url" -token none; then
+    for r in $(seq 1 "$REPS"); do
+      run_load "$BIN/mcpload" -q -url "$url" -token none -sessions 1 -calls 2000 -warmup "$WARM"
+      emit "{\"section\":\"echo\",\"peer\":\"http-floor\",\"S\":1,\"N\":2000,\"rep\":$r,\"res\":${LINE:-null}}"
+      log "http-floor S=1 N=2000 rep $r: $(printf '%s' "$LINE" | cut -c1-160)"
+    done
+  fi
+  stop_group "$PEER_PID"
+
   for bridge in $BRIDGES; do
     port=$((port + 1))
     url="http://127.0.0.1:$port/mcp"

@@ -56,12 +56,13 @@ if (hasEcho) {
   p();
   p('| path | calls/s | p50 ms | p90 ms | p99 ms | added p50 ms | added p99 ms | errors |');
   p('|---|---|---|---|---|---|---|---|');
-  for (const peer of ['stdio', ...bridges]) {
+  for (const peer of ['stdio', 'http-floor', ...bridges]) {
     if (failed('echo', peer)) { p(`| ${peer} | failed: ${failed('echo', peer).failed} | | | | | | |`); continue; }
     if (!samples('echo', peer, S, N)) continue;
     const v50 = stat('echo', peer, S, N, 'p50_ms');
     const v99 = stat('echo', peer, S, N, 'p99_ms');
-    const label = peer === 'stdio' ? 'stdio, no bridge (baseline)' : peer;
+    const label = peer === 'stdio' ? 'stdio, no bridge (baseline)'
+      : peer === 'http-floor' ? 'HTTP floor: mcpecho answering HTTP itself (no bridge, no child)' : peer;
     p(`| ${label} | ${fmt(stat('echo', peer, S, N, 'calls_per_sec'), 0)} | ${fmt(v50, 3)} | ${fmt(stat('echo', peer, S, N, 'p90_ms'), 3)} | ${fmt(v99, 3)} | ` +
       `${peer === 'stdio' ? '—' : sign(v50 - b50)} | ${peer === 'stdio' ? '—' : sign(v99 - b99)} | ${errs('echo', peer, S, N)} |`);
   }

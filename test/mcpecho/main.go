@@ -25,6 +25,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -126,8 +128,17 @@ func main() {
 	flag.BoolVar(&o.garbage, "garbage", false, "write a non-JSON line to stdout before every response")
 	flag.BoolVar(&o.spawnGrandchild, "spawn-grandchild", false, `spawn "sleep 1000" at start`)
 	flag.BoolVar(&o.progress, "progress", false, `tools/call "slow" sends 3 progress notifications 20ms apart`)
+	httpAddr := flag.String("http", "", "serve MCP over HTTP on loopback `ADDR` itself, no bridge (the benchmark's floor)")
 	flag.Parse()
 	o.progressDelay = 20 * time.Millisecond
+
+	if *httpAddr != "" {
+		if err := serveHTTP(o, *httpAddr); err != nil {
+			fmt.Fprintf(os.Stderr, "mcpecho: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	if err := run(o, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "mcpecho: %v\n", err)
@@ -365,4 +376,50 @@ func (s *server) send(v any) {
 	if err := s.out.Flush(); err != nil {
 		fmt.Fprintf(s.stderr, "mcpecho: write stdout: %v\n", err)
 	}
+}
+
+// serveHTTP answers MCP Streamable HTTP POSTs in-process with the same
+// handler: what an HTTP MCP server costs with no bridge and no child, the
+// floor against which a bridge's added latency is read.
+func serveHTTP(o options, addr string) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case http.MethodPost:
+		default:
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		var out bytes.Buffer
+		s := &server{opts: o, out: bufio.NewWriter(&out), stderr: io.Discard, exit: func(int) {}}
+		s.handleLine(append(bytes.TrimSpace(body), '\n'))
+		s.wg.Wait()
+		s.out.Flush()
+		resp := bytes.TrimSpace(out.Bytes())
+		if len(resp) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Mcp-Session-Id", "direct")
+		w.Write(resp)
+	})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if !l.Addr().(*net.TCPAddr).IP.IsLoopback() {
+		l.Close()
+		return fmt.Errorf("refusing non-loopback address %s", addr)
+	}
+	fmt.Fprintf(os.Stderr, "mcpecho: serving http://%s/mcp\n", l.Addr())
+	return http.Serve(l, mux)
 }
