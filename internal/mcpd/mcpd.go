@@ -346,12 +346,22 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	front.SetDraining(true)
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.Bridge.DrainTimeout)
 	defer cancel()
+	frontDone := make(chan error, 1)
+	if activated {
+		// Stop accepting at once: systemd keeps the socket open, so new
+		// connections wait in its backlog for the next instance instead of
+		// being answered 503 by this one. Requests in flight go on.
+		go func() { frontDone <- front.Shutdown(dctx) }()
+	}
 	if err := bridge.Shutdown(dctx); err != nil {
 		log.Warn("drain incomplete", "err", err)
 	}
-	sctx, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel2()
-	if err := front.Shutdown(sctx); err != nil {
+	if !activated {
+		sctx, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel2()
+		go func() { frontDone <- front.Shutdown(sctx) }()
+	}
+	if err := <-frontDone; err != nil {
 		front.Close()
 	}
 	log.Info("stopped", "sessions_served", bridge.Stats().SessionsStarted)
