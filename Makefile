@@ -10,7 +10,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/soda-project/soda/internal/mcpd.Version=$(VERSION)
 BINS    := soda-mcpd sodactl
-MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda-mcp.conf.5
+MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
 .PHONY: all build test check test-go test-node lint deps-test run bench man clean
@@ -66,3 +66,6 @@ man/%: man/%.md
 
 clean:
 	rm -rf bin dist $(MANS)
+
+include packaging.mk
+include test/e2e/e2e.mk

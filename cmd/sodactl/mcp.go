@@ -131,7 +131,7 @@ func loadConfig(dir, name string, required bool) (config.Server, error) {
 		cfg = config.Defaults(name)
 		return cfg, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return config.Server{}, fmt.Errorf("no configuration for %q: %s does not exist; create it (see soda-mcp.conf(5)) "+
+		return config.Server{}, fmt.Errorf("no configuration for %q: %s does not exist; create it (see soda.conf(5)) "+
 			"or point --config-dir at the directory that holds it", name, path)
 	case errors.Is(err, fs.ErrPermission):
 		return config.Server{}, fmt.Errorf("cannot read %s: permission denied; run sodactl as root (sudo) "+

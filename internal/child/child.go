@@ -1,8 +1,11 @@
 // Package child starts stdio MCP servers as supervised child processes.
 //
-// Each child runs in its own process group and, when the host lets soda
-// create cgroup v2 directories, in its own cgroup, so that everything it
-// spawns can be killed as a whole. Shutdown follows the MCP stdio rules:
+// Each child runs in its own process group and in its own cgroup: a
+// transient systemd scope when systemd is PID 1 (NewSystemdPlacer; the
+// child starts as a gate, see IsGate, and execs the real command only once
+// it is inside its scope), else a cgroup v2 directory when the host lets
+// soda create one (NewPlacer), so that everything it spawns can be killed
+// as a whole. Failing both, only the process group remains. Shutdown follows the MCP stdio rules:
 // close stdin, wait, SIGTERM, wait, then kill everything left.
 package child
 
@@ -45,8 +48,10 @@ var DefaultGrace = Grace{AfterStdinClose: 2 * time.Second, AfterTerm: 3 * time.S
 type Group interface {
 	// prepare sets up cmd so the child starts inside the group.
 	prepare(cmd *exec.Cmd) error
-	// started is called once the child has a pid.
-	started(pid int)
+	// started is called once the child has a pid. A group that places the
+	// child after the fork (through a gate) does so here and releases the
+	// gate; on error, Start kills the child and releases the group.
+	started(ctx context.Context, pid int) error
 	// Signal sends sig to every process in the group.
 	Signal(sig syscall.Signal) error
 	// Kill kills every process in the group and waits until it is empty.
@@ -63,7 +68,7 @@ type Group interface {
 type Placer interface {
 	// NewGroup creates the group for a child identified by id.
 	NewGroup(id string) (Group, error)
-	// Mode names the isolation: "cgroup" or "process-group".
+	// Mode names the isolation: "systemd-scope", "cgroup" or "process-group".
 	Mode() string
 }
 
@@ -162,7 +167,17 @@ func Start(ctx context.Context, log *slog.Logger, placer Placer, id string, spec
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 	}
 	closeAll(inR, outW, errW)
-	group.started(cmd.Process.Pid)
+	if err := group.started(ctx, cmd.Process.Pid); err != nil {
+		// The child has not run the real command yet (a gated group
+		// releases it only on success); make sure it never does.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		closeAll(inW, outR, errR)
+		if rerr := group.Release(); rerr != nil {
+			log.Warn("release child group", "group", group.String(), "err", rerr)
+		}
+		return nil, fmt.Errorf("place %s in %s: %w", spec.Argv[0], group.String(), err)
+	}
 	p := &Process{
 		Stdin:    inW,
 		Stdout:   outR,

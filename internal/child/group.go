@@ -20,9 +20,15 @@ import (
 
 // Limits are per-child resource limits; zero values mean unlimited.
 type Limits struct {
+	// MemoryMax is the memory limit in bytes (MemoryMax=, memory.max).
 	MemoryMax int64
-	TasksMax  int64
+	// TasksMax is the maximum number of tasks (TasksMax=, pids.max).
+	TasksMax int64
+	// CPUWeight is the relative CPU weight, 1..10000 (CPUWeight=, cpu.weight).
 	CPUWeight uint64
+	// CPUQuota is the CPU time limit in percent of one CPU: 50 is half a
+	// CPU, 200 two CPUs (CPUQuota=, cpu.max).
+	CPUQuota uint64
 }
 
 // NewPlacer picks the best isolation the host allows: a cgroup v2 directory
@@ -54,9 +60,12 @@ func (processGroupPlacer) NewGroup(string) (Group, error) { return &processGroup
 type processGroup struct{ pgid int }
 
 func (g *processGroup) prepare(*exec.Cmd) error { return nil }
-func (g *processGroup) started(pid int)         { g.pgid = pid }
-func (g *processGroup) String() string          { return "pgid " + strconv.Itoa(g.pgid) }
-func (g *processGroup) Release() error          { return nil }
+func (g *processGroup) started(_ context.Context, pid int) error {
+	g.pgid = pid
+	return nil
+}
+func (g *processGroup) String() string { return "pgid " + strconv.Itoa(g.pgid) }
+func (g *processGroup) Release() error { return nil }
 
 func (g *processGroup) Signal(sig syscall.Signal) error {
 	if g.pgid <= 0 {
@@ -175,8 +184,14 @@ func (p *cgroupPlacer) unenforced() []string {
 	if p.limits.CPUWeight > 0 && !slices.Contains(p.available, "cpu") {
 		out = append(out, "CPUWeight")
 	}
+	if p.limits.CPUQuota > 0 && !slices.Contains(p.available, "cpu") {
+		out = append(out, "CPUQuota")
+	}
 	return out
 }
+
+// cpuPeriodUSec is the cpu.max period soda uses, the kernel's default.
+const cpuPeriodUSec = 100000
 
 func (p *cgroupPlacer) resources() *cgroup2.Resources {
 	r := &cgroup2.Resources{}
@@ -187,9 +202,17 @@ func (p *cgroupPlacer) resources() *cgroup2.Resources {
 	if p.limits.TasksMax > 0 && slices.Contains(p.available, "pids") {
 		r.Pids = &cgroup2.Pids{Max: p.limits.TasksMax}
 	}
-	if p.limits.CPUWeight > 0 && slices.Contains(p.available, "cpu") {
-		w := p.limits.CPUWeight
-		r.CPU = &cgroup2.CPU{Weight: &w}
+	if slices.Contains(p.available, "cpu") && (p.limits.CPUWeight > 0 || p.limits.CPUQuota > 0) {
+		r.CPU = &cgroup2.CPU{}
+		if p.limits.CPUWeight > 0 {
+			w := p.limits.CPUWeight
+			r.CPU.Weight = &w
+		}
+		if p.limits.CPUQuota > 0 {
+			period := uint64(cpuPeriodUSec)
+			quota := int64(p.limits.CPUQuota * cpuPeriodUSec / 100)
+			r.CPU.Max = cgroup2.NewCPUMax(&quota, &period)
+		}
 	}
 	return r
 }
@@ -221,8 +244,12 @@ func (g *cgroupGroup) prepare(cmd *exec.Cmd) error {
 	return nil
 }
 
-func (g *cgroupGroup) started(pid int) { g.pid = pid }
-func (g *cgroupGroup) String() string  { return "cgroup " + g.path }
+func (g *cgroupGroup) started(_ context.Context, pid int) error {
+	g.pid = pid
+	return nil
+}
+
+func (g *cgroupGroup) String() string { return "cgroup " + g.path }
 
 func (g *cgroupGroup) Signal(sig syscall.Signal) error {
 	procs, err := g.m.Procs(true)

@@ -485,11 +485,18 @@ func absPath(p string) string {
 // newPlacer picks how children are isolated: a transient systemd scope each
 // when systemd is the service manager, else a cgroup or process group.
 func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.Placer {
-	return child.NewPlacer(log, "soda-mcp-"+cfg.Name, child.Limits{
+	limits := child.Limits{
 		MemoryMax: cfg.Limits.MemoryMax,
 		TasksMax:  cfg.Limits.TasksMax,
 		CPUWeight: uint64(cfg.Limits.CPUWeight),
-	})
+		CPUQuota:  uint64(cfg.Limits.CPUQuotaPercent),
+	}
+	if sp, err := child.NewSystemdPlacer(ctx, log, "soda-mcp-"+cfg.Name, "", limits); err == nil {
+		return sp
+	} else {
+		log.Info("no transient systemd scopes for children", "reason", err.Error())
+	}
+	return child.NewPlacer(log, "soda-mcp-"+cfg.Name, limits)
 }
 
 // RuntimeStatus is what soda-mcpd publishes in its runtime directory

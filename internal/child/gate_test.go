@@ -1,0 +1,237 @@
+package child
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gatedPlacer gives each child a process group behind a gate that the test
+// opens (or abandons) by hand, to test the gate without systemd.
+type gatedPlacer struct {
+	groups      chan *gatedGroup
+	startErr    error  // returned by started
+	replacePath string // replaces the real command's path after wrapping
+	notGate     bool   // start /bin/true instead of the gate
+}
+
+func (p *gatedPlacer) Mode() string { return "test-gate" }
+
+func (p *gatedPlacer) NewGroup(string) (Group, error) {
+	g := &gatedGroup{p: p}
+	p.groups <- g
+	return g, nil
+}
+
+type gatedGroup struct {
+	processGroup
+	p    *gatedPlacer
+	gate gate
+}
+
+func (g *gatedGroup) prepare(cmd *exec.Cmd) error {
+	if err := g.gate.wrap(cmd); err != nil {
+		return err
+	}
+	if g.p.replacePath != "" {
+		cmd.Args[1] = g.p.replacePath
+	}
+	if g.p.notGate {
+		cmd.Path, cmd.Args = "/bin/true", []string{"true"}
+	}
+	return nil
+}
+
+func (g *gatedGroup) started(ctx context.Context, pid int) error {
+	g.gate.started()
+	if err := g.processGroup.started(ctx, pid); err != nil {
+		return err
+	}
+	if g.p.startErr != nil {
+		return g.p.startErr
+	}
+	return g.gate.waitReady(time.Now().Add(10 * time.Second))
+}
+
+func (g *gatedGroup) Release() error {
+	g.gate.close()
+	return nil
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+func startGated(t *testing.T, p *gatedPlacer, spec Spec) (*Process, *gatedGroup) {
+	t.Helper()
+	p.groups = make(chan *gatedGroup, 1)
+	proc, err := Start(context.Background(), testLogger(t), p, "gatetest", spec)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return proc, <-p.groups
+}
+
+func cmdline(pid int) []string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+func waitExit(t *testing.T, p *Process) {
+	t.Helper()
+	select {
+	case <-p.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("child did not exit")
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
+}
+
+// TestGateExecsAfterOpen: the child is the gate until the gate opens, then
+// it is the real command with the real argv and env, minus the marker.
+func TestGateExecsAfterOpen(t *testing.T) {
+	p := &gatedPlacer{}
+	proc, g := startGated(t, p, Spec{
+		Argv: []string{"sh", "-c", `echo "$0|$1|$FOO|${SODA_CHILD_GATE-unset}"`, "zero", "one"},
+		Env:  []string{"FOO=bar"},
+	})
+	defer proc.Stop(Grace{})
+	args := cmdline(proc.Pid())
+	if len(args) < 3 || args[0] != gateArg0 || !strings.HasSuffix(args[1], "/sh") || args[2] != "sh" {
+		t.Fatalf("before the gate opens the child should be the gate, cmdline %q", args)
+	}
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-proc.Exited():
+		t.Fatalf("gate exited before it was opened: %s", proc.ExitStatus())
+	default:
+	}
+	if err := g.gate.open(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(proc.Stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read child stdout: %v", err)
+	}
+	if want := "zero|one|bar|unset\n"; line != want {
+		t.Errorf("child printed %q, want %q", line, want)
+	}
+	waitExit(t, proc)
+	if code := exitCode(proc.ExitErr()); code != 0 {
+		t.Errorf("exit %s", proc.ExitStatus())
+	}
+}
+
+// TestGateParentGone: a gate whose pipe closes without the go byte never
+// runs the real command.
+func TestGateParentGone(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	p := &gatedPlacer{}
+	proc, g := startGated(t, p, Spec{Argv: []string{"touch", marker}})
+	defer proc.Stop(Grace{})
+	g.gate.close()
+	waitExit(t, proc)
+	if code := exitCode(proc.ExitErr()); code != GateExitCode {
+		t.Errorf("gate exit %s, want %d", proc.ExitStatus(), GateExitCode)
+	}
+	msg, _ := io.ReadAll(proc.Stderr)
+	if !strings.Contains(string(msg), "parent went away") {
+		t.Errorf("stderr %q lacks the reason", msg)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the real command ran although the gate was never opened")
+	}
+}
+
+// TestGateExecFailure: an exec error is reported on stderr with status 127.
+func TestGateExecFailure(t *testing.T) {
+	p := &gatedPlacer{replacePath: "/nonexistent/soda-test-cmd"}
+	proc, g := startGated(t, p, Spec{Argv: []string{"true"}})
+	defer proc.Stop(Grace{})
+	if err := g.gate.open(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, proc)
+	if code := exitCode(proc.ExitErr()); code != GateExitCode {
+		t.Errorf("gate exit %s, want %d", proc.ExitStatus(), GateExitCode)
+	}
+	msg, _ := io.ReadAll(proc.Stderr)
+	if !strings.Contains(string(msg), "exec /nonexistent/soda-test-cmd") {
+		t.Errorf("stderr %q lacks the exec error", msg)
+	}
+}
+
+// TestStartPlacementFailure: when placement fails, Start returns an error
+// and the gate is killed and reaped, the real command never runs.
+func TestStartPlacementFailure(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	p := &gatedPlacer{startErr: errors.New("no room"), groups: make(chan *gatedGroup, 1)}
+	_, err := Start(context.Background(), testLogger(t), p, "gatetest", Spec{Argv: []string{"touch", marker}})
+	if err == nil || !strings.Contains(err.Error(), "no room") {
+		t.Fatalf("Start error %v, want the placement error", err)
+	}
+	g := <-p.groups
+	if g.pgid == 0 {
+		t.Fatal("group never saw a pid")
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(g.pgid)); err == nil {
+		t.Errorf("gate pid %d still exists", g.pgid)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the real command ran although placement failed")
+	}
+}
+
+// TestStartGateNeverReady: a gate that dies before it is ready fails Start.
+func TestStartGateNeverReady(t *testing.T) {
+	p := &gatedPlacer{notGate: true, groups: make(chan *gatedGroup, 1)}
+	_, err := Start(context.Background(), testLogger(t), p, "gatetest", Spec{Argv: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") {
+		t.Fatalf("Start error %v, want the gate's early exit", err)
+	}
+}
+
+func TestGateStripEnv(t *testing.T) {
+	got := gateStripEnv([]string{"A=1", "SODA_CHILD_GATE=1", "SODA_CHILD_GATEWAY=x", "B=2"})
+	if want := "A=1 SODA_CHILD_GATEWAY=x B=2"; strings.Join(got, " ") != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestIsGateNeedsBothMarkers(t *testing.T) {
+	// This process has neither marker.
+	if IsGate() {
+		t.Fatal("test process reports being a gate")
+	}
+	t.Setenv(gateEnv, "1")
+	if IsGate() {
+		t.Error("the environment marker alone made this process a gate")
+	}
+}

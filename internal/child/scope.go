@@ -1,0 +1,776 @@
+package child
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/coreos/go-systemd/v22/unit"
+	"github.com/godbus/dbus/v5"
+)
+
+// DefaultSlice is the slice that holds the children's scopes unless
+// configured otherwise. systemd creates it on first use if no unit file
+// defines it.
+const DefaultSlice = "soda-mcp.slice"
+
+// Timeouts of the systemd placer's D-Bus calls.
+const (
+	// scopeStartTimeout bounds StartTransientUnit and its job.
+	scopeStartTimeout = 30 * time.Second
+	// scopeStopTimeout bounds StopUnit and its job on release.
+	scopeStopTimeout = 5 * time.Second
+	// scopeStopUSec is the scope's TimeoutStopUSec: how long systemd waits
+	// after SIGTERM before SIGKILL when it stops the scope itself (at
+	// shutdown, or stop propagated from the bridge's service).
+	scopeStopUSec = uint64(5 * time.Second / time.Microsecond)
+)
+
+// ScopePlacer puts each child in its own transient systemd scope, created
+// over D-Bus under a slice, with the configured limits as unit properties.
+// The child starts as a gate (see IsGate) and runs the real command only
+// once it is inside its scope. All children share one D-Bus connection;
+// Close closes it.
+type ScopePlacer struct {
+	log    *slog.Logger
+	prefix string
+	slice  string
+	limits Limits
+	// bindTo is the bridge's own service unit, if it runs in one: its stop
+	// propagates to the scopes so that a crashed bridge leaves nothing.
+	bindTo string
+	fs     cgroupFS
+
+	mu   sync.Mutex
+	conn *sdbus.Conn
+}
+
+// NewSystemdPlacer connects to systemd (the system bus, or systemd's
+// private socket when the bus is down and we are root) and returns a placer
+// that creates one transient scope per child, named "<prefix>-<id>.scope",
+// in slice (DefaultSlice if empty). It returns an error if systemd is not
+// PID 1 of this PID namespace or cannot be reached; the caller then falls
+// back to NewPlacer. It logs one line naming the mode and the limits.
+//
+// The program must call RunGate when IsGate reports true (first thing in
+// main): every child starts as a re-executed /proc/self/exe.
+func NewSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice string, limits Limits) (*ScopePlacer, error) {
+	if slice == "" {
+		slice = DefaultSlice
+	}
+	if err := checkUnitName(slice, ".slice"); err != nil {
+		return nil, fmt.Errorf("systemd placer: slice: %w", err)
+	}
+	if prefix == "" {
+		return nil, errors.New("systemd placer: empty unit name prefix")
+	}
+	// A 32-character id leaves room; the name check in NewGroup is exact.
+	if n := len(escapeUnitPart(prefix)) + 1 + 32 + len(".scope"); n > unitNameMax {
+		return nil, fmt.Errorf("systemd placer: unit name prefix %q is too long", prefix)
+	}
+	if err := checkSystemdPID1(); err != nil {
+		return nil, fmt.Errorf("systemd placer: %w", err)
+	}
+	// godbus closes a connection when its context ends; the connection
+	// must outlive ctx (it is needed to release children during shutdown).
+	conn, err := sdbus.NewWithContext(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("systemd placer: connect to systemd over D-Bus: %w", err)
+	}
+	version, err := conn.GetManagerProperty("Version")
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("systemd placer: ask systemd for its version: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		if err := probeManageUnits(ctx, conn, prefix); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("systemd placer: %w", err)
+		}
+	}
+	fs, err := readCgroupFS("/proc/self/mountinfo")
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("systemd placer: %w", err)
+	}
+	p := &ScopePlacer{log: log, prefix: prefix, slice: slice, limits: limits, fs: fs, conn: conn}
+	if own, err := conn.GetUnitNameByPID(ctx, uint32(os.Getpid())); err == nil && strings.HasSuffix(own, ".service") {
+		p.bindTo = own
+	}
+
+	if p.bindTo != "" {
+		// A restart of the service (unlike a stop or a crash) does not
+		// propagate to the scopes; stop what a killed predecessor left.
+		n, err := p.stopLeftovers(ctx)
+		if err != nil {
+			log.Warn("stop child scopes left by a previous run", "service", p.bindTo, "stopped", n, "err", err)
+		} else if n > 0 {
+			log.Warn("stopped child scopes left by a previous run", "service", p.bindTo, "stopped", n)
+		}
+	}
+
+	attrs := []any{"mode", p.Mode(), "slice", slice, "systemd", strings.Trim(version, `"`)}
+	attrs = append(attrs, limits.attrs()...)
+	if p.bindTo != "" {
+		attrs = append(attrs, "stop_propagated_from", p.bindTo)
+	}
+	if missing := fs.unenforced(limits); len(missing) > 0 {
+		attrs = append(attrs, "unenforced_limits", strings.Join(missing, ","))
+	}
+	log.Info("child isolation: one transient systemd scope per child, entered before exec, killed as a whole", attrs...)
+	return p, nil
+}
+
+// Mode returns "systemd-scope".
+func (p *ScopePlacer) Mode() string { return "systemd-scope" }
+
+// Slice returns the slice that holds the scopes.
+func (p *ScopePlacer) Slice() string { return p.slice }
+
+// UnitName returns the scope unit name for the child id.
+func (p *ScopePlacer) UnitName(id string) string {
+	return escapeUnitPart(p.prefix) + "-" + escapeUnitPart(id) + ".scope"
+}
+
+// NewGroup returns the group for child id; the scope itself is created
+// when the child has started (as a gate) and has a pid.
+func (p *ScopePlacer) NewGroup(id string) (Group, error) {
+	name := p.UnitName(id)
+	if err := checkUnitName(name, ".scope"); err != nil {
+		return nil, fmt.Errorf("scope for child %q: %w", id, err)
+	}
+	return &scopeGroup{p: p, id: id, unit: name}, nil
+}
+
+// Close closes the D-Bus connection. Groups must be released before.
+func (p *ScopePlacer) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn != nil {
+		p.conn.Close()
+		p.conn = nil
+	}
+	return nil
+}
+
+// connection returns the shared connection, reconnecting if it was lost
+// (for example when the bus daemon restarted).
+func (p *ScopePlacer) connection(ctx context.Context) (*sdbus.Conn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn != nil && p.conn.Connected() {
+		return p.conn, nil
+	}
+	if p.conn != nil {
+		p.conn.Close()
+		p.conn = nil
+	}
+	conn, err := sdbus.NewWithContext(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("reconnect to systemd over D-Bus: %w", err)
+	}
+	p.log.Info("reconnected to systemd over D-Bus")
+	p.conn = conn
+	return conn, nil
+}
+
+// probeManageUnits checks that we may create transient units: root may,
+// other users only if polkit grants org.freedesktop.systemd1.manage-units.
+// systemd checks authorization before it parses the properties, so a
+// request with a malformed property fails with an argument error when we
+// are allowed and with an authorization error when we are not; either way
+// no unit is created.
+func probeManageUnits(ctx context.Context, conn *sdbus.Conn, prefix string) error {
+	name := escapeUnitPart(prefix) + "-probe.scope"
+	bad := []sdbus.Property{{Name: "Slice", Value: dbus.MakeVariant(uint32(0))}}
+	_, err := conn.StartTransientUnitContext(ctx, name, "fail", bad, nil)
+	var derr dbus.Error
+	switch {
+	case err == nil:
+		// Not expected; do not leave it behind.
+		_, _ = conn.StopUnitContext(ctx, name, "replace", nil)
+		return nil
+	case errors.As(err, &derr) && (derr.Name == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired" || derr.Name == "org.freedesktop.DBus.Error.AccessDenied"):
+		return fmt.Errorf("uid %d may not create transient units (%s): run as root or grant org.freedesktop.systemd1.manage-units through polkit", os.Geteuid(), derr.Name)
+	default:
+		return nil
+	}
+}
+
+// stopLeftovers stops the scopes of this placer's prefix that an earlier
+// process of the same service created (their StopPropagatedFrom names it)
+// and that are still loaded. It returns how many it stopped.
+func (p *ScopePlacer) stopLeftovers(ctx context.Context) (int, error) {
+	if p.bindTo == "" {
+		return 0, nil
+	}
+	conn, err := p.connection(ctx)
+	if err != nil {
+		return 0, err
+	}
+	pattern := globEscape(escapeUnitPart(p.prefix)) + "-*.scope"
+	units, err := conn.ListUnitsByPatternsContext(ctx, nil, []string{pattern})
+	if err != nil {
+		return 0, fmt.Errorf("list units %s: %w", pattern, err)
+	}
+	n := 0
+	var errs []error
+	for _, u := range units {
+		props, err := conn.GetUnitPropertiesContext(ctx, u.Name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("properties of %s: %w", u.Name, err))
+			continue
+		}
+		from, _ := props["StopPropagatedFrom"].([]string)
+		if !slices.Contains(from, p.bindTo) {
+			continue
+		}
+		if u.ActiveState == "active" || u.ActiveState == "activating" || u.ActiveState == "deactivating" {
+			done := make(chan string, 1)
+			if _, err := conn.StopUnitContext(ctx, u.Name, "replace", done); err != nil {
+				errs = append(errs, fmt.Errorf("stop %s: %w", u.Name, err))
+				continue
+			}
+			select {
+			case res := <-done:
+				if res != "done" {
+					errs = append(errs, fmt.Errorf("stop %s: job %s", u.Name, res))
+					continue
+				}
+			case <-ctx.Done():
+				errs = append(errs, fmt.Errorf("stop %s: %w", u.Name, ctx.Err()))
+				continue
+			}
+			n++
+		}
+		if err := conn.ResetFailedUnitContext(ctx, u.Name); err != nil && !isNoSuchUnit(err) {
+			errs = append(errs, fmt.Errorf("reset failed state of %s: %w", u.Name, err))
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// globEscape quotes the fnmatch metacharacters of a unit name.
+func globEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(s)
+}
+
+// scopeProperties are the properties of a child's transient scope.
+func scopeProperties(description, slice string, pid int, bindTo string, l Limits) []sdbus.Property {
+	props := []sdbus.Property{
+		sdbus.PropDescription(description),
+		sdbus.PropSlice(slice),
+		sdbus.PropPids(uint32(pid)),
+		// A scope that failed (OOM, killed) must not linger, and a unit
+		// that is gone cannot collide with a later name.
+		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+		// systemd stops a scope (shutdown, propagated stop) with SIGTERM,
+		// then SIGKILL after TimeoutStopUSec.
+		{Name: "SendSIGKILL", Value: dbus.MakeVariant(true)},
+		{Name: "TimeoutStopUSec", Value: dbus.MakeVariant(scopeStopUSec)},
+	}
+	if bindTo != "" {
+		// Stop (not restart) of the bridge's service stops the scope, after
+		// the service has stopped (Before= reverses for stop): the bridge
+		// drains its children itself; the scope stop only catches what a
+		// crashed bridge left behind.
+		props = append(props,
+			sdbus.Property{Name: "StopPropagatedFrom", Value: dbus.MakeVariant([]string{bindTo})},
+			sdbus.PropBefore(bindTo),
+		)
+	}
+	if l.MemoryMax > 0 {
+		props = append(props,
+			sdbus.Property{Name: "MemoryAccounting", Value: dbus.MakeVariant(true)},
+			sdbus.Property{Name: "MemoryMax", Value: dbus.MakeVariant(uint64(l.MemoryMax))},
+		)
+	}
+	if l.TasksMax > 0 {
+		props = append(props,
+			sdbus.Property{Name: "TasksAccounting", Value: dbus.MakeVariant(true)},
+			sdbus.Property{Name: "TasksMax", Value: dbus.MakeVariant(uint64(l.TasksMax))},
+		)
+	}
+	if l.CPUQuota > 0 {
+		// CPUQuota=50% is 500 ms of CPU time per second.
+		props = append(props, sdbus.Property{Name: "CPUQuotaPerSecUSec", Value: dbus.MakeVariant(l.CPUQuota * 10000)})
+	}
+	if l.CPUWeight > 0 {
+		props = append(props, sdbus.Property{Name: "CPUWeight", Value: dbus.MakeVariant(l.CPUWeight)})
+	}
+	return props
+}
+
+// attrs lists the set limits for a log line.
+func (l Limits) attrs() []any {
+	var a []any
+	if l.MemoryMax > 0 {
+		a = append(a, "memory_max", l.MemoryMax)
+	}
+	if l.TasksMax > 0 {
+		a = append(a, "tasks_max", l.TasksMax)
+	}
+	if l.CPUQuota > 0 {
+		a = append(a, "cpu_quota", strconv.FormatUint(l.CPUQuota, 10)+"%")
+	}
+	if l.CPUWeight > 0 {
+		a = append(a, "cpu_weight", l.CPUWeight)
+	}
+	if len(a) == 0 {
+		a = append(a, "limits", "none")
+	}
+	return a
+}
+
+// scopeGroup is one child's transient scope.
+type scopeGroup struct {
+	p    *ScopePlacer
+	id   string
+	unit string
+	gate gate
+
+	pid       int
+	attempted bool   // StartTransientUnit was called
+	cgroup    string // ControlGroup property, e.g. /soda.slice/soda-mcp.slice/x.scope
+	dir       string // its directory in the mounted hierarchy with cgroup.procs
+}
+
+func (g *scopeGroup) String() string { return "scope " + g.unit }
+
+func (g *scopeGroup) prepare(cmd *exec.Cmd) error { return g.gate.wrap(cmd) }
+
+// started creates the scope with the gate's pid, waits for the job, checks
+// that the gate is inside the scope's cgroup and releases the gate.
+func (g *scopeGroup) started(ctx context.Context, pid int) error {
+	g.gate.started()
+	g.pid = pid
+	ctx, cancel := context.WithTimeout(ctx, scopeStartTimeout)
+	defer cancel()
+	// Place the gate only once its runtime is up and blocked (see gate).
+	deadline, _ := ctx.Deadline()
+	if err := g.gate.waitReady(deadline); err != nil {
+		return err
+	}
+	conn, err := g.p.connection(ctx)
+	if err != nil {
+		return err
+	}
+	desc := fmt.Sprintf("soda child %s of %s", g.id, g.p.prefix)
+	props := scopeProperties(desc, g.p.slice, pid, g.p.bindTo, g.p.limits)
+	// The channel must be buffered: go-systemd delivers the job result
+	// while holding a lock that every other job of the connection needs.
+	done := make(chan string, 1)
+	g.attempted = true
+	if _, err := conn.StartTransientUnitContext(ctx, g.unit, "fail", props, done); err != nil {
+		return fmt.Errorf("start transient unit %s: %w", g.unit, err)
+	}
+	select {
+	case res := <-done:
+		if res != "done" {
+			return fmt.Errorf("start transient unit %s: job %s", g.unit, res)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("start transient unit %s: waiting for job: %w", g.unit, ctx.Err())
+	}
+	prop, err := conn.GetUnitTypePropertyContext(ctx, g.unit, "Scope", "ControlGroup")
+	if err != nil {
+		return fmt.Errorf("read ControlGroup of %s: %w", g.unit, err)
+	}
+	cg, ok := prop.Value.Value().(string)
+	if !ok || !strings.HasPrefix(cg, "/") {
+		return fmt.Errorf("read ControlGroup of %s: unexpected value %s", g.unit, prop.Value.String())
+	}
+	g.cgroup = cg
+	g.dir, err = g.p.fs.dir(cg)
+	if err != nil {
+		return fmt.Errorf("scope %s: %w", g.unit, err)
+	}
+	if err := checkInCgroup(pid, cg); err != nil {
+		return fmt.Errorf("scope %s: %w", g.unit, err)
+	}
+	return g.gate.open()
+}
+
+// procs lists the pids in the scope's cgroup; a cgroup that is gone is empty.
+func (g *scopeGroup) procs() ([]int, error) {
+	if g.dir == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list processes of %s: %w", g.unit, err)
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// Signal sends sig to every process in the scope.
+func (g *scopeGroup) Signal(sig syscall.Signal) error {
+	pids, err := g.procs()
+	if err != nil {
+		// Let systemd do it.
+		ctx, cancel := context.WithTimeout(context.Background(), scopeStopTimeout)
+		defer cancel()
+		conn, cerr := g.p.connection(ctx)
+		if cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		if kerr := conn.KillUnitWithTarget(ctx, g.unit, sdbus.All, int32(sig)); kerr != nil && !isNoSuchUnit(kerr) {
+			return fmt.Errorf("signal %s: %w", g.unit, kerr)
+		}
+		return nil
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("signal %d in %s: %w", pid, g.unit, err)
+		}
+	}
+	return nil
+}
+
+// cgroupKillFile is the kernel's kill-the-whole-cgroup file (Linux 5.14);
+// tests rename it to exercise the fallback.
+var cgroupKillFile = "cgroup.kill"
+
+// Kill kills every process in the scope and waits until its cgroup is
+// empty: through cgroup.kill where the kernel has it and we may write it
+// (a unit with ProtectControlGroups= may not), else by asking systemd to
+// send SIGKILL to the unit and sending it to each listed pid until none
+// is left.
+func (g *scopeGroup) Kill(ctx context.Context) error {
+	if g.dir == "" {
+		return nil
+	}
+	killed := false
+	killFile := filepath.Join(g.dir, cgroupKillFile)
+	if _, err := os.Stat(killFile); err == nil {
+		err := os.WriteFile(killFile, []byte("1"), 0)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			killed = true
+		} else {
+			g.p.log.Debug("cgroup.kill not writable, killing through systemd", "unit", g.unit, "err", err)
+		}
+	}
+	if !killed {
+		if conn, err := g.p.connection(ctx); err == nil {
+			if err := conn.KillUnitWithTarget(ctx, g.unit, sdbus.All, int32(syscall.SIGKILL)); err != nil && !isNoSuchUnit(err) {
+				g.p.log.Debug("kill unit", "unit", g.unit, "err", err)
+			}
+		}
+	}
+	for {
+		if !killed {
+			if err := g.Signal(syscall.SIGKILL); err != nil {
+				return err
+			}
+		}
+		if g.Count() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("scope %s not empty after kill: %w", g.unit, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// Count reports how many processes the scope's cgroup holds.
+func (g *scopeGroup) Count() int {
+	pids, err := g.procs()
+	if err != nil {
+		return 0
+	}
+	return len(pids)
+}
+
+// Release makes sure the unit is gone: an empty scope ends by itself (and
+// CollectMode= removes it); one that is not empty is stopped. A failed
+// state is reset so nothing is left to list.
+func (g *scopeGroup) Release() error {
+	g.gate.close()
+	if !g.attempted {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scopeStopTimeout)
+	defer cancel()
+	conn, err := g.p.connection(ctx)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", g.unit, err)
+	}
+	var errs []error
+	if g.dir == "" || g.Count() > 0 {
+		done := make(chan string, 1)
+		if _, err := conn.StopUnitContext(ctx, g.unit, "replace", done); err != nil {
+			if !isNoSuchUnit(err) {
+				errs = append(errs, fmt.Errorf("stop %s: %w", g.unit, err))
+			}
+		} else {
+			select {
+			case res := <-done:
+				if res != "done" {
+					errs = append(errs, fmt.Errorf("stop %s: job %s", g.unit, res))
+				}
+			case <-ctx.Done():
+				errs = append(errs, fmt.Errorf("stop %s: waiting for job: %w", g.unit, ctx.Err()))
+			}
+		}
+	}
+	if err := conn.ResetFailedUnitContext(ctx, g.unit); err != nil && !isNoSuchUnit(err) {
+		errs = append(errs, fmt.Errorf("reset failed state of %s: %w", g.unit, err))
+	}
+	return errors.Join(errs...)
+}
+
+// isNoSuchUnit reports whether err says the unit is not loaded (it is gone
+// already).
+func isNoSuchUnit(err error) bool {
+	var derr dbus.Error
+	if errors.As(err, &derr) {
+		return derr.Name == "org.freedesktop.systemd1.NoSuchUnit"
+	}
+	var pderr *dbus.Error
+	if errors.As(err, &pderr) {
+		return pderr.Name == "org.freedesktop.systemd1.NoSuchUnit"
+	}
+	return false
+}
+
+// checkInCgroup verifies that pid is in cgroup cg (in any hierarchy that
+// /proc/PID/cgroup lists), the last check before the gate opens.
+func checkInCgroup(pid int, cg string) error {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return fmt.Errorf("read cgroup of pid %d: %w", pid, err)
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		// hierarchy-id:controllers:path
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && parts[2] == cg {
+			return nil
+		}
+	}
+	return fmt.Errorf("pid %d is not in %s after the job completed (its cgroups: %s)", pid, cg, strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " "))
+}
+
+// checkSystemdPID1 verifies that systemd is PID 1 of our PID namespace, so
+// that the pids we pass to it are the ones we mean.
+func checkSystemdPID1() error {
+	if fi, err := os.Stat("/run/systemd/system"); err != nil || !fi.IsDir() {
+		return errors.New("not booted with systemd (/run/systemd/system is missing)")
+	}
+	// Under ProtectProc=invisible with a non-root group, /proc/1 is hidden:
+	// then /run/systemd/system and the bus connection are our evidence.
+	if comm, err := os.ReadFile("/proc/1/comm"); err == nil {
+		if c := strings.TrimSpace(string(comm)); c != "systemd" {
+			return fmt.Errorf("PID 1 is %q, not systemd", c)
+		}
+	}
+	// /proc/1 is PID 1 of our namespace only if this /proc belongs to our
+	// pid namespace: then it shows us under our own pid. (Comparing
+	// /proc/1/ns/pid would need ptrace rights over PID 1.)
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("read /proc/self: %w", err)
+	}
+	if self != strconv.Itoa(os.Getpid()) {
+		return fmt.Errorf("/proc belongs to another pid namespace (it shows us as %s, we are %d)", self, os.Getpid())
+	}
+	return nil
+}
+
+// unitNameMax is systemd's limit on unit name length.
+const unitNameMax = 255
+
+// unitNameChars are the characters systemd allows in a unit name besides
+// "\" escapes ("@" is reserved for templates here).
+const unitNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.-"
+
+// escapeUnitPart returns s unchanged if it is usable in a unit name, else
+// escaped the way systemd-escape does it.
+func escapeUnitPart(s string) string {
+	ok := s != "" && s[0] != '.'
+	for i := 0; ok && i < len(s); i++ {
+		ok = strings.IndexByte(unitNameChars, s[i]) >= 0
+	}
+	if ok {
+		return s
+	}
+	return unit.UnitNameEscape(s)
+}
+
+// checkUnitName verifies that name is a valid unit name with suffix.
+func checkUnitName(name, suffix string) error {
+	base, ok := strings.CutSuffix(name, suffix)
+	switch {
+	case !ok || base == "":
+		return fmt.Errorf("unit name %q does not end in %s", name, suffix)
+	case len(name) > unitNameMax:
+		return fmt.Errorf("unit name %q is longer than %d characters", name, unitNameMax)
+	case base[0] == '.' || base[0] == '-':
+		return fmt.Errorf("unit name %q starts with %q", name, base[0])
+	}
+	for i := 0; i < len(base); i++ {
+		if base[i] != '\\' && strings.IndexByte(unitNameChars, base[i]) < 0 {
+			return fmt.Errorf("unit name %q has the invalid character %q", name, base[i])
+		}
+	}
+	return nil
+}
+
+// cgroupFS describes the mounted cgroup hierarchies.
+type cgroupFS struct {
+	unified     string   // cgroup2 mount point ("" if none)
+	unifiedRoot string   // its root inside the hierarchy (mountinfo field 4)
+	named       string   // name=systemd (v1) mount point ("" if none)
+	namedRoot   string   // its root
+	v1          []string // controllers bound to v1 hierarchies
+	v2          []string // controllers available at the cgroup2 root
+}
+
+// cgroupV1Options are super options of a v1 cgroup mount that are not
+// controllers.
+var cgroupV1Options = []string{"rw", "ro", "xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods"}
+
+// readCgroupFS reads the cgroup mounts from a mountinfo file.
+func readCgroupFS(mountinfo string) (cgroupFS, error) {
+	var fs cgroupFS
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return fs, fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts ... - fstype source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, sf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(sf) < 1 {
+			continue
+		}
+		root, mnt := unescapeMountinfo(pf[3]), unescapeMountinfo(pf[4])
+		switch sf[0] {
+		case "cgroup2":
+			if fs.unified == "" {
+				fs.unified, fs.unifiedRoot = mnt, root
+			}
+		case "cgroup":
+			if len(sf) < 3 {
+				continue
+			}
+			for o := range strings.SplitSeq(sf[2], ",") {
+				switch {
+				case o == "name=systemd":
+					if fs.named == "" {
+						fs.named, fs.namedRoot = mnt, root
+					}
+				case strings.Contains(o, "=") || slices.Contains(cgroupV1Options, o):
+				default:
+					fs.v1 = append(fs.v1, o)
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fs, fmt.Errorf("read mountinfo: %w", err)
+	}
+	if fs.unified == "" && fs.named == "" {
+		return fs, errors.New("neither a cgroup2 nor a name=systemd hierarchy is mounted")
+	}
+	if fs.unified != "" {
+		if b, err := os.ReadFile(filepath.Join(fs.unified, "cgroup.controllers")); err == nil {
+			fs.v2 = strings.Fields(string(b))
+		}
+	}
+	return fs, nil
+}
+
+// unescapeMountinfo undoes the octal escapes of mountinfo (\040 etc.).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// dir returns the directory of cgroup cg (a ControlGroup value) with its
+// cgroup.procs: in the unified hierarchy (/sys/fs/cgroup on unified hosts,
+// /sys/fs/cgroup/unified on hybrid ones), else in systemd's named v1
+// hierarchy (legacy hosts).
+func (fs cgroupFS) dir(cg string) (string, error) {
+	var tried []string
+	for _, m := range [][2]string{{fs.unified, fs.unifiedRoot}, {fs.named, fs.namedRoot}} {
+		if m[0] == "" {
+			continue
+		}
+		rel := cg
+		if m[1] != "/" && m[1] != "" {
+			r, ok := strings.CutPrefix(cg, m[1])
+			if !ok {
+				continue
+			}
+			rel = r
+		}
+		d := filepath.Join(m[0], rel)
+		if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err == nil {
+			return d, nil
+		}
+		tried = append(tried, d)
+	}
+	return "", fmt.Errorf("cgroup %s not found (tried %s)", cg, strings.Join(tried, ", "))
+}
+
+// unenforced lists the set limits whose controller the kernel does not
+// offer to systemd (neither at the cgroup2 root nor as a v1 hierarchy):
+// systemd accepts them but cannot enforce them.
+func (fs cgroupFS) unenforced(l Limits) []string {
+	has := func(c string) bool { return slices.Contains(fs.v2, c) || slices.Contains(fs.v1, c) }
+	var out []string
+	if l.MemoryMax > 0 && !has("memory") {
+		out = append(out, "MemoryMax")
+	}
+	if l.TasksMax > 0 && !has("pids") {
+		out = append(out, "TasksMax")
+	}
+	if l.CPUQuota > 0 && !has("cpu") {
+		out = append(out, "CPUQuota")
+	}
+	if l.CPUWeight > 0 && !has("cpu") {
+		out = append(out, "CPUWeight")
+	}
+	return out
+}

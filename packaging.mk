@@ -1,0 +1,85 @@
+# packaging.mk: the .deb and .rpm of soda, built with nfpm from nfpm.yaml.
+# Included by the Makefile; standalone: make -f Makefile -f packaging.mk deb
+#
+#   make deb             dist/soda_$(SODA_VERSION)_amd64.deb
+#   make rpm             dist/soda-$(SODA_VERSION).x86_64.rpm
+#   make packages        both
+#   make check-packages  both, then check they hold the same files (rpm(8)
+#                        is installed from apt when missing)
+#   make check-units     systemd-analyze verify on every unit, and the
+#                        offline security rating of the service (<= 2.5)
+
+SODA_VERSION ?= 0.1.0
+export SODA_VERSION
+
+# nfpm, pinned, installed from the Go module proxy when missing.
+NFPM_VERSION := v2.45.2
+NFPM         := $(shell $(GO) env GOPATH)/bin/nfpm
+
+DEB := dist/soda_$(SODA_VERSION)_amd64.deb
+RPM := dist/soda-$(SODA_VERSION).x86_64.rpm
+
+# Man pages as packaged: rendered (man/%: man/%.md in the Makefile), then
+# gzipped reproducibly (-n: no name or time stamp).
+PKG_MAN_PAGES := sodactl.1 soda.conf.5 soda.7 soda-mcpd.8
+PKG_MANS      := $(addprefix dist/stage/man/,$(addsuffix .gz,$(PKG_MAN_PAGES)))
+
+PKG_INPUTS := bin/soda-mcpd bin/sodactl bin/soda-generator $(PKG_MANS) nfpm.yaml \
+	$(wildcard units/* packaging/*/* polkit/*) README.md
+
+.PHONY: deb rpm packages check-packages check-units
+
+packages: deb rpm
+
+deb: $(DEB)
+rpm: $(RPM)
+
+$(DEB): $(PKG_INPUTS) | $(NFPM)
+	@mkdir -p $(@D)
+	$(NFPM) package --config nfpm.yaml --packager deb --target $@
+
+$(RPM): $(PKG_INPUTS) | $(NFPM)
+	@mkdir -p $(@D)
+	$(NFPM) package --config nfpm.yaml --packager rpm --target $@
+
+# Keep the rendered pages: make would delete them as intermediate files.
+.SECONDARY: $(addprefix man/,$(PKG_MAN_PAGES))
+
+dist/stage/man/%.gz: man/%
+	@mkdir -p $(@D)
+	gzip -9n <$< >$@
+
+$(NFPM):
+	$(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+
+# The same files, with the same modes, in both packages (directories aside:
+# the .deb lists every parent directory, the .rpm only the ones it owns).
+check-packages: $(DEB) $(RPM)
+	@command -v rpm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rpm >/dev/null; }
+	@dpkg-deb -c $(DEB) | awk '$$1 !~ /^d/ { sub(/^\./, "", $$6); print $$1, $$6 }' | sort >dist/files.deb
+	@rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' $(RPM) 2>/dev/null | awk '$$1 !~ /^d/' | sort >dist/files.rpm
+	@if ! diff -u dist/files.deb dist/files.rpm; then \
+		echo "check-packages: $(DEB) and $(RPM) differ (- deb, + rpm)" >&2; exit 1; fi
+	@test -s dist/files.deb || { echo "check-packages: no files in $(DEB)" >&2; exit 1; }
+	@echo "check-packages: $(DEB) and $(RPM) hold the same $$(wc -l <dist/files.deb) files"
+
+# systemd-analyze verify, offline, in a throw-away root holding the host's
+# units, ours, soda-mcpd (verify checks ExecStart=) and our man pages
+# (verify checks Documentation=man:...). Then the service's exposure rating
+# (systemd-analyze security, offline; 25 means 2.5).
+SYSTEMD_UNIT_DIR   ?= /lib/systemd/system
+SECURITY_THRESHOLD ?= 25
+check-units: bin/soda-mcpd $(PKG_MANS)
+	@command -v systemd-analyze >/dev/null || { echo "check-units: systemd-analyze missing (apt-get install systemd)" >&2; exit 1; }
+	@root=$$(mktemp -d) && trap 'rm -rf "$$root"' EXIT && \
+	mkdir -p "$$root/usr/lib/systemd/system" "$$root/usr/bin" && \
+	cp -r $(SYSTEMD_UNIT_DIR)/. "$$root/usr/lib/systemd/system/" && \
+	cp units/* "$$root/usr/lib/systemd/system/" && cp bin/soda-mcpd "$$root/usr/bin/" && \
+	for f in $(PKG_MANS); do b=$$(basename $$f .gz); d="$$root/usr/share/man/man$${b##*.}"; \
+		mkdir -p "$$d" && cp $$f "$$d/" || exit 1; done && \
+	MANPATH="$$root/usr/share/man" systemd-analyze verify --root="$$root" \
+		soda-mcp@check.socket soda-mcp@check.service soda-mcp.slice soda.slice && \
+	echo "check-units: systemd-analyze verify passed" && \
+	{ out=$$(systemd-analyze security --offline=yes --root="$$root" --threshold=$(SECURITY_THRESHOLD) \
+		--no-pager soda-mcp@check.service 2>&1); rc=$$?; echo "$$out" | tail -n 1; \
+	  [ $$rc -eq 0 ] || { echo "check-units: exposure above $(SECURITY_THRESHOLD)/10:"; echo "$$out" | grep '✗'; exit 1; }; }

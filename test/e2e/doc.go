@@ -1,0 +1,18 @@
+// Package e2e holds soda's end-to-end tests on a real systemd: they build
+// the .deb, boot systemd 252 as PID 1 in a throw-away box (test/box/sdbox),
+// install the package there and drive soda-mcp@NAME units through socket
+// activation, sd_notify, journald, transient scopes, credentials, restart,
+// stop and removal, with real MCP clients and servers on 127.0.0.1 only.
+//
+// The tests need root and a host that passes "test/box/sdbox check"; they
+// skip with a message saying what is missing otherwise. Run them with
+// "make test-e2e" (test/e2e/e2e.mk) or "go test -count=1 -v ./test/e2e/".
+//
+// Environment:
+//
+//	SODA_E2E_DEB=FILE     install FILE instead of building the .deb
+//	SODA_E2E_CGROUP=MODE  v2 or hybrid (default: hybrid when the host has
+//	                      cgroup v1 hierarchies, so MemoryMax= is enforced)
+//	SODA_E2E_KEEP=1       keep the box up after the test (for debugging;
+//	                      tear it down with test/box/sdbox down DIR)
+package e2e

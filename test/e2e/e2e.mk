@@ -1,0 +1,28 @@
+# test/e2e/e2e.mk: soda's end-to-end tests on a real systemd (test/e2e).
+# Included by the Makefile; standalone: make -f Makefile -f test/e2e/e2e.mk test-e2e
+#
+#   make test-e2e   build the .deb (packaging.mk) and the fixtures, boot
+#                   systemd 252 in a throw-away box (test/box/sdbox), install
+#                   the package there and run every check (about 30 s; at
+#                   most 5 min). Skipped, with the reason, when not root or
+#                   when "test/box/sdbox check" finds something missing.
+#
+# Nothing leaves the box's own loopback; the box is torn down on every path
+# (an interrupted run is cleaned up by the next one). The figures go to
+# test/e2e/results.md.
+
+GO ?= go
+E2E_REPO := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../..)
+E2E_BOX  := $(E2E_REPO)/test/box/sdbox
+
+.PHONY: test-e2e
+
+test-e2e:
+	@if [ "$$(id -u)" != 0 ]; then \
+		echo "test-e2e: SKIP: needs root (the box boots systemd as PID 1 in its own namespaces)"; exit 0; \
+	fi; \
+	if ! $(E2E_BOX) check >/dev/null 2>&1 && ! $(E2E_BOX) check --cgroup hybrid >/dev/null 2>&1; then \
+		echo "test-e2e: SKIP: test/box/sdbox check:"; $(E2E_BOX) check; exit 0; \
+	fi; \
+	$(MAKE) -C $(E2E_REPO) -f Makefile deps-test && \
+	cd $(E2E_REPO) && SODA_E2E=1 $(GO) test -count=1 -v -timeout 5m ./test/e2e/
