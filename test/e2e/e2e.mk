@@ -24,5 +24,10 @@ test-e2e:
 	if ! $(E2E_BOX) check >/dev/null 2>&1 && ! $(E2E_BOX) check --cgroup hybrid >/dev/null 2>&1; then \
 		echo "test-e2e: SKIP: test/box/sdbox check:"; $(E2E_BOX) check; exit 0; \
 	fi; \
+	case "$(E2E_REPO)/" in /tmp/*|/var/tmp/*) \
+		copy=/var/lib/soda-e2e.$$$$; echo "test-e2e: $(E2E_REPO) is under a PrivateTmp path; running from a copy in $$copy"; \
+		rm -rf $$copy && cp -a $(E2E_REPO) $$copy && \
+		{ $(MAKE) -C $$copy test-e2e; rc=$$?; rm -rf $$copy; exit $$rc; } ;; \
+	esac; \
 	$(MAKE) -C $(E2E_REPO) -f Makefile deps-test && \
 	cd $(E2E_REPO) && SODA_E2E=1 $(GO) test -count=1 -v -timeout 5m ./test/e2e/
