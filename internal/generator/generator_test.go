@@ -19,6 +19,7 @@ func TestGenerate(t *testing.T) {
 		"a.conf":        "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18200\n",
 		"b.conf":        "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=[::1]:18200\n",
 		"notconf.txt":   "ignored",
+		"local.conf":    "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=localhost:18300\n",
 		"zeroport.conf": "[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:0\n",
 	}
 	for name, body := range files {
@@ -33,12 +34,15 @@ func TestGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(res.Generated)
-	if want := []string{"github", "jira"}; !slices.Equal(res.Generated, want) {
+	if want := []string{"github", "jira", "local"}; !slices.Equal(res.Generated, want) {
 		t.Fatalf("generated %v, want %v", res.Generated, want)
 	}
 	dropin, err := os.ReadFile(filepath.Join(out, "soda-mcp@jira.socket.d", "50-listen.conf"))
 	if err != nil || !strings.Contains(string(dropin), "ListenStream=127.0.0.1:18101") {
 		t.Fatalf("jira drop-in: %v %s", err, dropin)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "soda-mcp@local.socket.d", "50-listen.conf")); !strings.Contains(string(b), "ListenStream=127.0.0.1:18300") {
+		t.Fatalf("localhost not mapped to 127.0.0.1: %s", b)
 	}
 	if target, err := os.Readlink(filepath.Join(out, "sockets.target.wants", "soda-mcp@jira.socket")); err != nil || target != "/usr/lib/systemd/system/soda-mcp@.socket" {
 		t.Fatalf("jira not enabled: %v %q", err, target)
