@@ -78,20 +78,33 @@ func (g *processGroup) Signal(sig syscall.Signal) error {
 	return err
 }
 
-func (g *processGroup) Kill(ctx context.Context) error {
+// waitEmpty polls g until it holds no process, running each (if set)
+// before every look: the kill that new forks may have escaped.
+func waitEmpty(ctx context.Context, g Group, each func() error) error {
 	for {
-		if err := g.Signal(syscall.SIGKILL); err != nil {
-			return fmt.Errorf("kill process group %d: %w", g.pgid, err)
+		if each != nil {
+			if err := each(); err != nil {
+				return err
+			}
 		}
 		if g.Count() == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("process group %d not empty: %w", g.pgid, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+			return fmt.Errorf("%s not empty after kill: %w", g, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+func (g *processGroup) Kill(ctx context.Context) error {
+	return waitEmpty(ctx, g, func() error {
+		if err := g.Signal(syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill process group %d: %w", g.pgid, err)
+		}
+		return nil
+	})
 }
 
 // Count reports the live (non-zombie) members of the process group.
@@ -268,14 +281,7 @@ func (g *cgroupGroup) Kill(ctx context.Context) error {
 	if err := g.m.Kill(); err != nil {
 		return fmt.Errorf("kill %s: %w", g.path, err)
 	}
-	for g.Count() > 0 {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cgroup %s not empty after kill: %w", g.path, ctx.Err())
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	return nil
+	return waitEmpty(ctx, g, nil)
 }
 
 func (g *cgroupGroup) Count() int {

@@ -478,21 +478,11 @@ func (g *scopeGroup) Kill(ctx context.Context) error {
 			}
 		}
 	}
-	for {
-		if !killed {
-			if err := g.Signal(syscall.SIGKILL); err != nil {
-				return err
-			}
-		}
-		if g.Count() == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("scope %s not empty after kill: %w", g.unit, ctx.Err())
-		case <-time.After(2 * time.Millisecond):
-		}
+	var each func() error
+	if !killed {
+		each = func() error { return g.Signal(syscall.SIGKILL) }
 	}
+	return waitEmpty(ctx, g, each)
 }
 
 // Count reports how many processes the scope's cgroup holds.

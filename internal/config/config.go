@@ -222,7 +222,7 @@ func Parse(file, name string, data []byte) (Server, error) {
 		var ce *Error
 		if errors.As(err, &ce) {
 			ce.File = file
-			ce.Line = lines.first(ce.Key)
+			ce.Line = lines.last(ce.Key)
 		}
 		return Server{}, err
 	}
@@ -559,7 +559,8 @@ func (l *lineIndex) next(key string) int {
 	return 0
 }
 
-func (l *lineIndex) first(key string) int {
+// last returns the line of the key's last occurrence, the one in force.
+func (l *lineIndex) last(key string) int {
 	if ls := l.lines[key]; len(ls) > 0 {
 		return ls[len(ls)-1]
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -317,13 +318,7 @@ func (t *tail) add(l string) {
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(bytes.Join(func() [][]byte {
-		var out [][]byte
-		for _, l := range t.lines {
-			out = append(out, []byte(l))
-		}
-		return out
-	}(), []byte(" | ")))
+	return strings.Join(t.lines, " | ")
 }
 
 func (s *Session) readStderr(perSecond int) {
