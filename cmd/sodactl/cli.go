@@ -228,3 +228,14 @@ func oneName(pos []string, cmd string) (string, error) {
 	}
 	return pos[0], nil
 }
+
+// parseName parses the shared options and the one NAME argument of cmd.
+func parseName(opts *options, args []string, cmd string) (string, error) {
+	fset := newFlagSet(cmd)
+	opts.bind(fset)
+	pos, err := parseInterspersed(fset, args, mcpUsage, cmd)
+	if err != nil {
+		return "", err
+	}
+	return oneName(pos, cmd)
+}

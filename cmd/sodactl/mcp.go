@@ -14,14 +14,7 @@ import (
 
 // mcpToken implements "sodactl mcp token NAME".
 func mcpToken(opts *options, args []string, stdout io.Writer) error {
-	const cmd = "sodactl mcp token"
-	fset := newFlagSet(cmd)
-	opts.bind(fset)
-	pos, err := parseInterspersed(fset, args, mcpUsage, cmd)
-	if err != nil {
-		return err
-	}
-	name, err := oneName(pos, cmd)
+	name, err := parseName(opts, args, "sodactl mcp token")
 	if err != nil {
 		return err
 	}

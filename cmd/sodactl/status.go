@@ -112,14 +112,7 @@ func mcpList(opts *options, args []string, stdout io.Writer) error {
 }
 
 func mcpStatus(opts *options, args []string, stdout io.Writer) error {
-	const cmd = "sodactl mcp status"
-	fset := newFlagSet(cmd)
-	opts.bind(fset)
-	pos, err := parseInterspersed(fset, args, mcpUsage, cmd)
-	if err != nil {
-		return err
-	}
-	name, err := oneName(pos, cmd)
+	name, err := parseName(opts, args, "sodactl mcp status")
 	if err != nil {
 		return err
 	}
