@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,7 +81,11 @@ func New(log *slog.Logger, opts Options) *Bridge {
 
 // SupportedVersions lists the protocol revisions the bridge accepts, newest
 // first: exactly those of the go-sdk it is built with.
-func SupportedVersions() []string { return mcp.SupportedProtocolVersions() }
+func SupportedVersions() []string { return slices.Clone(supportedVersions) }
+
+// supportedVersions is read on every request; go-sdk hands out a copy per
+// call, so take it once.
+var supportedVersions = mcp.SupportedProtocolVersions()
 
 // Run expires idle sessions until ctx is done.
 func (b *Bridge) Run(ctx context.Context) {

@@ -74,7 +74,7 @@ func idJSON(key string) json.RawMessage {
 	return rawID(key)
 }
 
-func supported(v string) bool { return slices.Contains(SupportedVersions(), v) }
+func supported(v string) bool { return slices.Contains(supportedVersions, v) }
 
 // batchAllowed reports whether a revision allows JSON-RPC batches: only
 // 2025-03-26 (and the legacy SSE transport of 2024-11-05) do.
