@@ -134,9 +134,6 @@ func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Gr
 	return s
 }
 
-// Dead is closed when the session has ended.
-func (s *Session) Dead() <-chan struct{} { return s.dead }
-
 // EndReason says why the session ended.
 func (s *Session) EndReason() string {
 	s.mu.Lock()

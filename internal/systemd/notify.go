@@ -33,12 +33,6 @@ func (n *Notifier) Status(status string) { n.send("STATUS=" + status) }
 // Stopping reports STOPPING=1 with a status line.
 func (n *Notifier) Stopping(status string) { n.send("STOPPING=1\nSTATUS=" + status) }
 
-// Reloading reports RELOADING=1 with the monotonic timestamp systemd 253+
-// asks for (older versions ignore it).
-func (n *Notifier) Reloading() {
-	n.send("RELOADING=1\n" + daemon.SdNotifyMonotonicUsec())
-}
-
 // Watchdog pings the watchdog at half the interval the unit set with
 // WatchdogSec= until ctx is done. healthy is asked before each ping; a
 // false answer skips the ping, so systemd restarts a wedged daemon.
