@@ -23,6 +23,9 @@ Operate soda: tokens and client configuration of the MCP bridges
 (soda-mcp@NAME).
 
 Commands:
+  run [OPTIONS] -- COMMAND [ARGS...]
+        Run COMMAND (an agent) in a sandbox with the MCP servers and
+        network targets granted to it ('sodactl run --help').
   mcp list
         List the configured MCP servers with their units' state.
   mcp status NAME
@@ -109,6 +112,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var (
 		help  *helpRequest
 		usage *usageError
+		ran   *ranCommand
+	)
+	switch {
+	case errors.As(err, &ran):
+		if ran.err != nil && !errors.As(ran.err, &help) && !errors.As(ran.err, &usage) {
+			fmt.Fprintf(stderr, "sodactl: %v\n", ran.err)
+			return ran.code
+		}
+		if ran.err == nil {
+			return ran.code
+		}
+		return run0(ran.err, stdout, stderr)
+	default:
+		return run0(err, stdout, stderr)
+	}
+}
+
+// ranCommand carries the exit code of a command that ran something
+// (sodactl run) and the error, if any, to print.
+type ranCommand struct {
+	code int
+	err  error
+}
+
+func (r *ranCommand) Error() string { return fmt.Sprintf("exit status %d", r.code) }
+
+func run0(err error, stdout, stderr io.Writer) int {
+	var (
+		help  *helpRequest
+		usage *usageError
 	)
 	switch {
 	case err == nil:
@@ -139,10 +172,13 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	switch rest[0] {
 	case "mcp":
 		return mcpCommand(opts, rest[1:], stdout, stderr)
+	case "run":
+		code, err := runCommand(opts, rest[1:], stdout, stderr)
+		return &ranCommand{code: code, err: err}
 	case "help":
 		return &helpRequest{rootUsage}
 	default:
-		return usagef("sodactl", "unknown command %q (known: mcp)", rest[0])
+		return usagef("sodactl", "unknown command %q (known: mcp, run)", rest[0])
 	}
 }
 

@@ -2,8 +2,21 @@
 // prints MCP bearer tokens and client configuration snippets. See sodactl(1).
 package main
 
-import "os"
+import (
+	"os"
+
+	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/sandbox"
+)
 
 func main() {
+	// sodactl re-executes itself as a sandbox's init and stage, and as the
+	// gate that holds a process until it sits in its systemd scope.
+	if child.IsGate() {
+		child.RunGate()
+	}
+	if sandbox.IsInit() {
+		sandbox.Main()
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -46,12 +46,12 @@ var DefaultGrace = Grace{AfterStdinClose: 2 * time.Second, AfterTerm: 3 * time.S
 
 // Group is where a child's processes live: a cgroup or a process group.
 type Group interface {
-	// prepare sets up cmd so the child starts inside the group.
-	prepare(cmd *exec.Cmd) error
-	// started is called once the child has a pid. A group that places the
+	// Prepare sets up cmd so the child starts inside the group.
+	Prepare(cmd *exec.Cmd) error
+	// Started is called once the child has a pid. A group that places the
 	// child after the fork (through a gate) does so here and releases the
 	// gate; on error, Start kills the child and releases the group.
-	started(ctx context.Context, pid int) error
+	Started(ctx context.Context, pid int) error
 	// Signal sends sig to every process in the group.
 	Signal(sig syscall.Signal) error
 	// Kill kills every process in the group and waits until it is empty.
@@ -70,6 +70,9 @@ type Placer interface {
 	NewGroup(id string) (Group, error)
 	// Mode names the isolation: "systemd-scope", "cgroup" or "process-group".
 	Mode() string
+	// Unenforced lists the configured limits (MemoryMax, TasksMax,
+	// CPUWeight, CPUQuota) that this placer cannot enforce.
+	Unenforced() []string
 }
 
 // Process is a running child.
@@ -156,7 +159,7 @@ func Start(ctx context.Context, log *slog.Logger, placer Placer, id string, spec
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	if err := group.prepare(cmd); err != nil {
+	if err := group.Prepare(cmd); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		group.Release()
 		return nil, err
@@ -167,7 +170,7 @@ func Start(ctx context.Context, log *slog.Logger, placer Placer, id string, spec
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 	}
 	closeAll(inR, outW, errW)
-	if err := group.started(ctx, cmd.Process.Pid); err != nil {
+	if err := group.Started(ctx, cmd.Process.Pid); err != nil {
 		// The child has not run the real command yet (a gated group
 		// releases it only on success); make sure it never does.
 		_ = cmd.Process.Kill()

@@ -26,6 +26,8 @@ type gatedPlacer struct {
 
 func (p *gatedPlacer) Mode() string { return "test-gate" }
 
+func (p *gatedPlacer) Unenforced() []string { return nil }
+
 func (p *gatedPlacer) NewGroup(string) (Group, error) {
 	g := &gatedGroup{p: p}
 	p.groups <- g
@@ -38,7 +40,7 @@ type gatedGroup struct {
 	gate gate
 }
 
-func (g *gatedGroup) prepare(cmd *exec.Cmd) error {
+func (g *gatedGroup) Prepare(cmd *exec.Cmd) error {
 	if err := g.gate.wrap(cmd); err != nil {
 		return err
 	}
@@ -51,9 +53,9 @@ func (g *gatedGroup) prepare(cmd *exec.Cmd) error {
 	return nil
 }
 
-func (g *gatedGroup) started(ctx context.Context, pid int) error {
+func (g *gatedGroup) Started(ctx context.Context, pid int) error {
 	g.gate.started()
-	if err := g.processGroup.started(ctx, pid); err != nil {
+	if err := g.processGroup.Started(ctx, pid); err != nil {
 		return err
 	}
 	if g.p.startErr != nil {

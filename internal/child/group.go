@@ -50,6 +50,14 @@ func NewPlacer(log *slog.Logger, prefix string, limits Limits) Placer {
 	return cp
 }
 
+// NewCgroupPlacer returns a placer that creates one cgroup v2 directory per
+// child below the caller's own cgroup, or an error saying why it cannot
+// (no cgroup2 mount, the cgroup is not writable). Unlike NewPlacer it never
+// falls back to process groups; callers that must fail closed use it.
+func NewCgroupPlacer(prefix string, limits Limits) (Placer, error) {
+	return newCgroupPlacer(prefix, limits)
+}
+
 // processGroupPlacer isolates each child in its own process group.
 type processGroupPlacer struct{}
 
@@ -57,10 +65,14 @@ func (processGroupPlacer) Mode() string { return "process-group" }
 
 func (processGroupPlacer) NewGroup(string) (Group, error) { return &processGroup{}, nil }
 
+// Unenforced returns nil: a process-group placer has no limits to enforce
+// (NewPlacer logs that limits are not enforced in this mode).
+func (processGroupPlacer) Unenforced() []string { return nil }
+
 type processGroup struct{ pgid int }
 
-func (g *processGroup) prepare(*exec.Cmd) error { return nil }
-func (g *processGroup) started(_ context.Context, pid int) error {
+func (g *processGroup) Prepare(*exec.Cmd) error { return nil }
+func (g *processGroup) Started(_ context.Context, pid int) error {
 	g.pgid = pid
 	return nil
 }
@@ -185,6 +197,9 @@ func newCgroupPlacer(prefix string, limits Limits) (*cgroupPlacer, error) {
 
 func (p *cgroupPlacer) Mode() string { return "cgroup" }
 
+// Unenforced lists configured limits whose controller is not available.
+func (p *cgroupPlacer) Unenforced() []string { return p.unenforced() }
+
 // unenforced lists configured limits whose controller is not available.
 func (p *cgroupPlacer) unenforced() []string {
 	var out []string
@@ -251,13 +266,13 @@ type cgroupGroup struct {
 	pid  int
 }
 
-func (g *cgroupGroup) prepare(cmd *exec.Cmd) error {
+func (g *cgroupGroup) Prepare(cmd *exec.Cmd) error {
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = int(g.dir.Fd())
 	return nil
 }
 
-func (g *cgroupGroup) started(_ context.Context, pid int) error {
+func (g *cgroupGroup) Started(_ context.Context, pid int) error {
 	g.pid = pid
 	return nil
 }

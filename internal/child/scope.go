@@ -52,6 +52,7 @@ type ScopePlacer struct {
 	// propagates to the scopes so that a crashed bridge leaves nothing.
 	bindTo string
 	fs     cgroupFS
+	dial   func(context.Context) (*sdbus.Conn, error)
 
 	mu   sync.Mutex
 	conn *sdbus.Conn
@@ -67,6 +68,17 @@ type ScopePlacer struct {
 // The program must call RunGate when IsGate reports true (first thing in
 // main): every child starts as a re-executed /proc/self/exe.
 func NewSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice string, limits Limits) (*ScopePlacer, error) {
+	return newSystemdPlacer(ctx, log, prefix, slice, limits, sdbus.NewWithContext, false)
+}
+
+// NewUserSystemdPlacer is NewSystemdPlacer for the calling user's own
+// service manager (systemd --user, reached over the session bus), where an
+// unprivileged user may create transient scopes under their own slices.
+func NewUserSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice string, limits Limits) (*ScopePlacer, error) {
+	return newSystemdPlacer(ctx, log, prefix, slice, limits, sdbus.NewUserConnectionContext, true)
+}
+
+func newSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice string, limits Limits, dial func(context.Context) (*sdbus.Conn, error), user bool) (*ScopePlacer, error) {
 	if slice == "" {
 		slice = DefaultSlice
 	}
@@ -85,7 +97,7 @@ func NewSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 	}
 	// godbus closes a connection when its context ends; the connection
 	// must outlive ctx (it is needed to release children during shutdown).
-	conn, err := sdbus.NewWithContext(context.WithoutCancel(ctx))
+	conn, err := dial(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("systemd placer: connect to systemd over D-Bus: %w", err)
 	}
@@ -94,7 +106,7 @@ func NewSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 		conn.Close()
 		return nil, fmt.Errorf("systemd placer: ask systemd for its version: %w", err)
 	}
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 && !user {
 		if err := probeManageUnits(ctx, conn, prefix); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("systemd placer: %w", err)
@@ -105,7 +117,7 @@ func NewSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 		conn.Close()
 		return nil, fmt.Errorf("systemd placer: %w", err)
 	}
-	p := &ScopePlacer{log: log, prefix: prefix, slice: slice, limits: limits, fs: fs, conn: conn}
+	p := &ScopePlacer{log: log, prefix: prefix, slice: slice, limits: limits, fs: fs, conn: conn, dial: dial}
 	if own, err := conn.GetUnitNameByPID(ctx, uint32(os.Getpid())); err == nil && strings.HasSuffix(own, ".service") {
 		p.bindTo = own
 	}
@@ -132,6 +144,9 @@ func NewSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 	log.Info("child isolation: one transient systemd scope per child, entered before exec, killed as a whole", attrs...)
 	return p, nil
 }
+
+// Unenforced lists configured limits whose controller is not mounted.
+func (p *ScopePlacer) Unenforced() []string { return p.fs.unenforced(p.limits) }
 
 // Mode returns "systemd-scope".
 func (p *ScopePlacer) Mode() string { return "systemd-scope" }
@@ -177,7 +192,7 @@ func (p *ScopePlacer) connection(ctx context.Context) (*sdbus.Conn, error) {
 		p.conn.Close()
 		p.conn = nil
 	}
-	conn, err := sdbus.NewWithContext(context.WithoutCancel(ctx))
+	conn, err := p.dial(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("reconnect to systemd over D-Bus: %w", err)
 	}
@@ -349,11 +364,11 @@ type scopeGroup struct {
 
 func (g *scopeGroup) String() string { return "scope " + g.unit }
 
-func (g *scopeGroup) prepare(cmd *exec.Cmd) error { return g.gate.wrap(cmd) }
+func (g *scopeGroup) Prepare(cmd *exec.Cmd) error { return g.gate.wrap(cmd) }
 
 // started creates the scope with the gate's pid, waits for the job, checks
 // that the gate is inside the scope's cgroup and releases the gate.
-func (g *scopeGroup) started(ctx context.Context, pid int) error {
+func (g *scopeGroup) Started(ctx context.Context, pid int) error {
 	g.gate.started()
 	g.pid = pid
 	ctx, cancel := context.WithTimeout(ctx, scopeStartTimeout)

@@ -324,3 +324,60 @@ func shellQuoteDouble(s string) string {
 	}
 	return shellQuote(s)
 }
+
+// AgentFile is a configuration file for an agent, relative to its $HOME.
+type AgentFile struct {
+	// Path is relative to the agent's home directory.
+	Path string
+	// Data is the file's content.
+	Data []byte
+}
+
+// MCPConfigPath is where AgentFiles puts the Claude Code --mcp-config file,
+// relative to the agent's home.
+const MCPConfigPath = ".soda/mcp.json"
+
+// AgentFiles renders the MCP configuration that makes Claude Code (a file
+// for --mcp-config, MCPConfigPath), Codex (~/.codex/config.toml) and
+// OpenCode (~/.config/opencode/opencode.json) use servers, tokens included.
+// They are meant for a sandbox's private home, not a user's real one.
+func AgentFiles(servers []Server) ([]AgentFile, error) {
+	type claudeServer struct {
+		Type    string  `json:"type"`
+		URL     string  `json:"url"`
+		Headers headers `json:"headers,omitempty"`
+	}
+	type openCodeServer struct {
+		Type    string  `json:"type"`
+		URL     string  `json:"url"`
+		Enabled bool    `json:"enabled"`
+		Headers headers `json:"headers,omitempty"`
+	}
+	claude := map[string]claudeServer{}
+	open := map[string]openCodeServer{}
+	var codex strings.Builder
+	codex.WriteString("# Written by sodactl run: the MCP servers granted to this sandbox.\n")
+	for _, s := range servers {
+		claude[s.Name] = claudeServer{Type: "http", URL: s.URL, Headers: authHeaders(s.Token)}
+		open[s.Name] = openCodeServer{Type: "remote", URL: s.URL, Enabled: true, Headers: authHeaders(s.Token)}
+		codex.WriteString("\n" + renderCodex(s).Text)
+	}
+	cj, err := marshalJSON(struct {
+		MCPServers map[string]claudeServer `json:"mcpServers"`
+	}{claude})
+	if err != nil {
+		return nil, err
+	}
+	oj, err := marshalJSON(struct {
+		Schema string                    `json:"$schema"`
+		MCP    map[string]openCodeServer `json:"mcp"`
+	}{"https://opencode.ai/config.json", open})
+	if err != nil {
+		return nil, err
+	}
+	return []AgentFile{
+		{Path: MCPConfigPath, Data: []byte(cj)},
+		{Path: ".codex/config.toml", Data: []byte(codex.String())},
+		{Path: ".config/opencode/opencode.json", Data: []byte(oj)},
+	}, nil
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/soda-project/soda/internal/clientconfig"
+	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/sandbox"
+)
+
+const runUsage = `Usage: sodactl run [OPTIONS] -- COMMAND [ARGS...]
+
+Run COMMAND in a sandbox: its own user, mount, PID, network, IPC and UTS
+namespaces; a read-only view of the system with host sockets and homes
+hidden; Landlock; a seccomp filter; a cgroup with memory, task and CPU
+limits; no network but loopback. Granted MCP servers (soda-mcp@NAME) are
+reachable at their usual http://127.0.0.1:PORT/mcp URL and written into
+the agent's configuration (Claude Code, Codex, OpenCode) with their
+tokens; granted HOST:PORT targets through the CONNECT proxy that
+HTTPS_PROXY points at. Every egress attempt is audited. COMMAND's exit
+status is sodactl's.
+
+Options:
+  --mcp NAME[,NAME...]     grant the MCP server soda-mcp@NAME (repeatable)
+  --allow HOST:PORT[,...]  grant HOST:PORT through the proxy; *.example.com:443
+                           grants every subdomain (repeatable)
+  --allow-private HOST:PORT
+                           grant a target even if it resolves to a loopback
+                           or private address (repeatable; use with care)
+  --rw DIR                 make DIR writable in the sandbox (repeatable)
+  --ro DIR                 make DIR readable in the sandbox (repeatable)
+  -C, --workdir DIR        working directory (default: the first --rw DIR)
+  --env NAME[=VALUE]       pass a variable (NAME alone: take its value from
+                           sodactl's environment); loader, proxy and
+                           code-injecting variables are refused (repeatable)
+  --memory SIZE            memory limit, e.g. 2G (default 4G)
+  --tasks N                process and thread limit (default 1024)
+  --cpu PCT                CPU limit in percent of one CPU (default: all CPUs)
+  --tmp-size SIZE          size of the private /tmp (default 1G)
+  --timeout DURATION       stop COMMAND after DURATION (SIGTERM, then SIGKILL)
+  --audit-json FILE        append the audit record (JSON lines) to FILE
+  --allow-degraded LAYERS  run even if these layers are unavailable
+                           (cgroup, landlock, seccomp, idmap); logged and
+                           audited. Without it a missing layer is an error.
+  --config-dir DIR         directory holding NAME.conf (default /etc/soda/mcp)
+  -v, --verbose            log each layer and egress decision
+  -h, --help               show this help
+
+Exit status: COMMAND's; 125 if the sandbox could not be set up (the error
+names the layer), 126/127 if COMMAND cannot be run or found.
+`
+
+// Exit codes of sodactl run besides the command's own.
+const (
+	exitSandbox  = 125
+	exitNotFound = 127
+)
+
+// listFlag collects a repeatable, comma-separated flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			*l = append(*l, f)
+		}
+	}
+	return nil
+}
+
+// repeatFlag collects a repeatable flag whose values may hold commas.
+type repeatFlag []string
+
+func (r *repeatFlag) String() string { return strings.Join(*r, " ") }
+
+func (r *repeatFlag) Set(v string) error { *r = append(*r, v); return nil }
+
+type runOptions struct {
+	mcp, allow, allowPrivate listFlag
+	rw, ro, env              repeatFlag
+	workdir                  string
+	memory, tmpSize          string
+	tasks                    int64
+	cpu                      uint64
+	timeout                  time.Duration
+	auditJSON                string
+	degraded                 string
+	verbose                  bool
+}
+
+// runCommand implements "sodactl run"; it returns the exit code.
+func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, error) {
+	var ro runOptions
+	fs := newFlagSet("sodactl run")
+	opts.bind(fs)
+	fs.Var(&ro.mcp, "mcp", "")
+	fs.Var(&ro.allow, "allow", "")
+	fs.Var(&ro.allowPrivate, "allow-private", "")
+	fs.Var(&ro.rw, "rw", "")
+	fs.Var(&ro.ro, "ro", "")
+	fs.Var(&ro.env, "env", "")
+	fs.StringVar(&ro.workdir, "workdir", "", "")
+	fs.StringVar(&ro.workdir, "C", "", "")
+	fs.StringVar(&ro.memory, "memory", "", "")
+	fs.StringVar(&ro.tmpSize, "tmp-size", "", "")
+	fs.Int64Var(&ro.tasks, "tasks", 0, "")
+	fs.Uint64Var(&ro.cpu, "cpu", 0, "")
+	fs.DurationVar(&ro.timeout, "timeout", 0, "")
+	fs.StringVar(&ro.auditJSON, "audit-json", "", "")
+	fs.StringVar(&ro.degraded, "allow-degraded", "", "")
+	fs.BoolVar(&ro.verbose, "verbose", false, "")
+	fs.BoolVar(&ro.verbose, "v", false, "")
+	if err := parse(fs, args, runUsage, "sodactl run"); err != nil {
+		return exitUsage, err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return exitUsage, usagef("sodactl run", "missing COMMAND (sodactl run [OPTIONS] -- COMMAND [ARGS...])")
+	}
+
+	level := slog.LevelWarn
+	if ro.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	spec := sandbox.Spec{Argv: argv, Stdin: os.Stdin, Stdout: fileOr(stdout, os.Stdout), Stderr: fileOr(stderr, os.Stderr), Timeout: ro.timeout}
+	var err error
+	if spec.Limits.MemoryMax, err = parseSize(ro.memory); err != nil {
+		return exitUsage, usagef("sodactl run", "--memory: %v", err)
+	}
+	if spec.Limits.TmpSize, err = parseSize(ro.tmpSize); err != nil {
+		return exitUsage, usagef("sodactl run", "--tmp-size: %v", err)
+	}
+	spec.Limits.TasksMax, spec.Limits.CPUPercent = ro.tasks, ro.cpu
+	if spec.AllowDegraded, err = sandbox.ParseLayers(ro.degraded); err != nil {
+		return exitUsage, usagef("sodactl run", "--allow-degraded: %v", err)
+	}
+	if v := os.Getenv("SODA_SANDBOX_TEST_UNAVAILABLE"); v != "" {
+		for _, l := range strings.Split(v, ",") {
+			spec.Knobs.Unavailable = append(spec.Knobs.Unavailable, sandbox.Layer(strings.TrimSpace(l)))
+		}
+	}
+	for _, a := range ro.allow {
+		g, err := egress.ParseGrant(a, false)
+		if err != nil {
+			return exitUsage, usagef("sodactl run", "--allow %s: %v", a, err)
+		}
+		spec.Egress.Allow = append(spec.Egress.Allow, g)
+	}
+	for _, a := range ro.allowPrivate {
+		g, err := egress.ParseGrant(a, true)
+		if err != nil {
+			return exitUsage, usagef("sodactl run", "--allow-private %s: %v", a, err)
+		}
+		spec.Egress.Allow = append(spec.Egress.Allow, g)
+	}
+	for _, e := range ro.env {
+		if !strings.Contains(e, "=") {
+			v, ok := os.LookupEnv(e)
+			if !ok {
+				return exitUsage, usagef("sodactl run", "--env %s: not set in sodactl's environment", e)
+			}
+			e += "=" + v
+		}
+		spec.Env = append(spec.Env, e)
+	}
+	for _, k := range []string{"TERM", "COLORTERM", "LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			spec.Env = append(spec.Env, k+"="+v)
+		}
+	}
+	spec.ReadWrite, spec.ReadOnly, spec.Dir = ro.rw, ro.ro, ro.workdir
+
+	// The MCP grants: ports for the relay, URLs and tokens for the agent.
+	var servers []clientconfig.Server
+	for _, name := range ro.mcp {
+		cfg, err := loadConfig(opts.configDir, name, true)
+		if err != nil {
+			return exitError, err
+		}
+		_, portStr, err := net.SplitHostPort(cfg.Bridge.Listen)
+		if err != nil {
+			return exitError, fmt.Errorf("--mcp %s: Listen=%s: %w", name, cfg.Bridge.Listen, err)
+		}
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil || port == 0 {
+			return exitError, fmt.Errorf("--mcp %s: Listen=%s has no TCP port", name, cfg.Bridge.Listen)
+		}
+		if port == sandbox.DefaultProxyPort {
+			return exitError, fmt.Errorf("--mcp %s: its port %d is the sandbox's proxy port", name, port)
+		}
+		srv := clientconfig.Server{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port)}
+		if cfg.Bridge.Auth != "none" {
+			tokenPath := cfg.Bridge.TokenFile
+			if opts.tokenFile != "" && len(ro.mcp) == 1 {
+				tokenPath = opts.tokenFile
+			}
+			if srv.Token, err = readToken(name, tokenPath); err != nil {
+				return exitError, err
+			}
+		}
+		servers = append(servers, srv)
+		spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, uint16(port))
+	}
+
+	// A private home, with the agents' MCP configuration in it.
+	stateDir, err := sandboxStateDir()
+	if err != nil {
+		return exitSandbox, err
+	}
+	home, err := os.MkdirTemp(stateDir, "home-")
+	if err != nil {
+		return exitSandbox, fmt.Errorf("create sandbox home: %w", err)
+	}
+	defer os.RemoveAll(home)
+	if len(servers) > 0 {
+		files, err := clientconfig.AgentFiles(servers)
+		if err != nil {
+			return exitSandbox, err
+		}
+		for _, f := range files {
+			p := filepath.Join(home, f.Path)
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				return exitSandbox, err
+			}
+			if err := os.WriteFile(p, f.Data, 0o600); err != nil {
+				return exitSandbox, err
+			}
+		}
+		spec.TrustedEnv = append(spec.TrustedEnv, "SODA_MCP_CONFIG="+filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
+		if filepath.Base(argv[0]) == "claude" {
+			spec.Argv = append([]string{argv[0], "--mcp-config", filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath)}, argv[1:]...)
+		}
+	}
+	spec.Home = home
+
+	engine := &sandbox.Linux{Log: log}
+	if ro.auditJSON != "" {
+		f, err := os.OpenFile(ro.auditJSON, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return exitSandbox, fmt.Errorf("--audit-json: %w", err)
+		}
+		defer f.Close()
+		engine.Audit = sandbox.NewJSONAudit(f).Write
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+	defer signal.Stop(sigs)
+
+	// On a terminal the command gets its own pty, inside the sandbox; the
+	// caller's terminal goes raw so that keys reach it unchanged.
+	if sandbox.IsTerminal(os.Stdin) && sandbox.IsTerminal(os.Stdout) {
+		spec.TTY = true
+		restore, err := sandbox.MakeRaw(os.Stdin)
+		if err != nil {
+			return exitSandbox, err
+		}
+		defer restore()
+	}
+
+	sb, err := engine.Start(ctx, spec)
+
+	if err != nil {
+		var le *sandbox.LayerError
+		if errors.As(err, &le) {
+			return exitSandbox, err
+		}
+		if strings.Contains(err.Error(), "executable file not found") || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound, err
+		}
+		return exitSandbox, err
+	}
+	go func() {
+		for s := range sigs {
+			_ = sb.Signal(s.(syscall.Signal))
+		}
+	}()
+	st, err := sb.Wait(ctx)
+	if err != nil {
+		return exitSandbox, err
+	}
+	if st.TimedOut {
+		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", argv[0], ro.timeout)
+	}
+	return st.Code, nil
+}
+
+// sandboxStateDir is where sandbox homes live on the host: under
+// /run/soda/sandbox for root, else under the user's runtime directory.
+func sandboxStateDir() (string, error) {
+	dir := "/run/soda/sandbox"
+	if os.Geteuid() != 0 {
+		base := os.Getenv("XDG_RUNTIME_DIR")
+		if base == "" {
+			base = os.TempDir()
+		}
+		dir = filepath.Join(base, fmt.Sprintf("soda-sandbox-%d", os.Getuid()))
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	return dir, nil
+}
+
+// parseSize parses 512M, 2G, 1.5G, 1048576 (bytes); "" is 0 (default).
+func parseSize(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	mult := 1.0
+	switch strings.ToUpper(s[len(s)-1:]) {
+	case "K":
+		mult = 1 << 10
+	case "M":
+		mult = 1 << 20
+	case "G":
+		mult = 1 << 30
+	case "T":
+		mult = 1 << 40
+	}
+	num := s
+	if mult != 1 {
+		num = s[:len(s)-1]
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f <= 0 {
+		return 0, fmt.Errorf("invalid size %q (use e.g. 512M or 2G)", s)
+	}
+	return int64(f * mult), nil
+}
+
+// fileOr returns w as an *os.File when it is one, else def.
+func fileOr(w io.Writer, def *os.File) *os.File {
+	if f, ok := w.(*os.File); ok {
+		return f
+	}
+	return def
+}

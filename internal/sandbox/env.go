@@ -1,0 +1,82 @@
+package sandbox
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// dropPrefixes and dropNames are environment variables a caller may not
+// pass into a sandbox: loader and interpreter injection, configuration
+// that runs code or redirects tools, proxies (the sandbox sets its own)
+// and certificate overrides. The list follows arapuca's env filter.
+var (
+	dropPrefixes = []string{"SODA_", "LD_", "DYLD_", "COR_", "CORECLR_", "DOTNET_", "COMPLUS_"}
+	dropNames    = []string{
+		"BASH_ENV", "ENV", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB",
+		"ZDOTDIR", "IFS", "PROMPT_COMMAND", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "CLASSPATH",
+		"GOFLAGS", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_SSH_COMMAND", "GIT_SSH", "GIT_EXEC_PATH",
+		"GIT_TEMPLATE_DIR", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "OPENSSL_CONF",
+		"EDITOR", "VISUAL", "PAGER", "CARGO_HOME", "NO_PROXY", "no_proxy", "CURL_CA_BUNDLE", "SSL_CERT_FILE",
+		"SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS",
+		"XDG_RUNTIME_DIR", "DISPLAY", "WAYLAND_DISPLAY", "HOME", "PATH", "TMPDIR", "USER", "LOGNAME", "SHELL",
+	}
+)
+
+// EnvDrop says why a variable was not passed in (key only, never the value).
+type EnvDrop struct {
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+}
+
+// FilterEnv returns the entries of env (KEY=VALUE) a sandbox may receive
+// and the keys it dropped with the reason.
+func FilterEnv(env []string) (kept []string, dropped []EnvDrop) {
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			dropped = append(dropped, EnvDrop{Key: k, Reason: "not KEY=VALUE"})
+		case len(k) > 256 || len(v) > 32768:
+			dropped = append(dropped, EnvDrop{Key: truncate(k, 64), Reason: "too long"})
+		case strings.ContainsAny(k, " \t\n\x00"):
+			dropped = append(dropped, EnvDrop{Key: truncate(k, 64), Reason: "invalid name"})
+		case slices.ContainsFunc(dropPrefixes, func(p string) bool { return strings.HasPrefix(k, p) }):
+			dropped = append(dropped, EnvDrop{Key: k, Reason: "reserved prefix"})
+		case slices.Contains(dropNames, k):
+			dropped = append(dropped, EnvDrop{Key: k, Reason: "set by the sandbox or can inject code"})
+		case strings.HasSuffix(strings.ToUpper(k), "_PROXY"):
+			dropped = append(dropped, EnvDrop{Key: k, Reason: "proxies are set by the sandbox"})
+		default:
+			kept = append(kept, kv)
+		}
+	}
+	return kept, dropped
+}
+
+// baseEnv is the environment every sandboxed command starts with.
+func baseEnv(s *Spec) []string {
+	proxy := fmt.Sprintf("http://127.0.0.1:%d", s.Egress.ProxyPort)
+	env := []string{
+		"HOME=" + SandboxHome,
+		"USER=agent",
+		"LOGNAME=agent",
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"TMPDIR=/tmp",
+		"LANG=C.UTF-8",
+		"SHELL=/bin/sh",
+		"HTTPS_PROXY=" + proxy, "https_proxy=" + proxy,
+		"HTTP_PROXY=" + proxy, "http_proxy=" + proxy,
+		"ALL_PROXY=" + proxy,
+		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+		"SODA_SANDBOX_ID=" + s.ID,
+	}
+	return env
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,240 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/egress"
+)
+
+// runInit is PID 1 of the sandbox. It builds the sandbox (network, root,
+// identity), starts the stage that execs the command, relays egress,
+// forwards signals, reaps orphans, and exits with the command's status;
+// its exit ends the PID namespace and so every process left in it.
+func runInit() int {
+	fds := fdList()
+	if len(fds) < 3 {
+		fmt.Fprintln(os.Stderr, "soda-sandbox-init: started without its descriptors (this program is started by sodactl, not by hand)")
+		return 125
+	}
+	status := os.NewFile(uintptr(fds[1]), "status")
+	enc := json.NewEncoder(status)
+	report := func(m statusMsg) { _ = enc.Encode(m) }
+	fail := func(l Layer, err error) int {
+		report(statusMsg{Layer: l, Error: err.Error()})
+		return 125
+	}
+	var cfg initConfig
+	cfgFile := os.NewFile(uintptr(fds[0]), "config")
+	if err := json.NewDecoder(cfgFile).Decode(&cfg); err != nil {
+		return fail("", fmt.Errorf("read sandbox configuration: %w", err))
+	}
+	cfgFile.Close()
+	var userns []*os.File
+	for _, fd := range fds[3:] {
+		userns = append(userns, os.NewFile(uintptr(fd), "userns"))
+	}
+
+	_ = unix.Sethostname([]byte("soda-sandbox"))
+	if err := loopbackUp(); err != nil {
+		return fail(LayerNetNS, fmt.Errorf("bring up loopback: %w", err))
+	}
+	lns, err := egress.Listen(cfg.RelayPorts)
+	if err != nil {
+		return fail(LayerNetNS, fmt.Errorf("relay: %w", err))
+	}
+	var dns net.PacketConn
+	if cfg.DNS {
+		if dns, err = egress.ListenDNS(); err != nil {
+			return fail(LayerNetNS, fmt.Errorf("dns sink: %w", err))
+		}
+	}
+	report(statusMsg{Layer: LayerNetNS, State: "applied", Detail: fmt.Sprintf("loopback only; relay on 127.0.0.1 ports %v", cfg.RelayPorts)})
+
+	if err := buildRoot(&cfg, userns); err != nil {
+		return fail(LayerMountNS, err)
+	}
+	for _, f := range userns {
+		f.Close()
+	}
+	report(statusMsg{Layer: LayerMountNS, State: "applied", Detail: "private root: read-only system, host sockets and homes hidden"})
+	report(statusMsg{Layer: LayerPIDNS, State: "applied", Detail: "fresh /proc"})
+	if len(cfg.IDMaps) > 0 {
+		report(statusMsg{Layer: LayerIDMap, State: "applied", Detail: fmt.Sprintf("%d granted paths idmapped to uid %d", len(cfg.IDMaps), cfg.UID)})
+	}
+
+	// The stage gets the configuration on a pipe and shares the status pipe.
+	stageCfgR, stageCfgW, err := os.Pipe()
+	if err != nil {
+		return fail("", err)
+	}
+	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	var pty *sandboxPTY
+	if cfg.StdinIsTTY {
+		if pty, err = openSandboxPTY(cfg.UID, cfg.GID); err != nil {
+			return fail("", err)
+		}
+		stdio[0], stdio[1] = pty.slave, pty.slave
+		if _, err := unix.IoctlGetTermios(2, unix.TCGETS); err == nil {
+			stdio[2] = pty.slave
+		}
+	}
+	attr := &os.ProcAttr{
+		Dir:   "/",
+		Env:   []string{markerEnv + "=stage", fdsEnv + "=3,4"},
+		Files: append(stdio, stageCfgR, status),
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: cfg.StdinIsTTY, Ctty: 0, Pdeathsig: syscall.SIGKILL},
+	}
+	proc, err := os.StartProcess("/proc/self/exe", []string{stageArg0}, attr)
+	if err != nil {
+		return fail("", fmt.Errorf("start stage: %w", err))
+	}
+	stageCfgR.Close()
+	if err := json.NewEncoder(stageCfgW).Encode(cfg); err != nil {
+		return fail("", fmt.Errorf("configure stage: %w", err))
+	}
+	stageCfgW.Close()
+	status.Close()
+
+	// Init itself becomes the sandbox's identity too: it only relays and
+	// reaps from here on.
+	if err := becomeSandboxUser(&cfg); err != nil {
+		_ = proc.Kill()
+		return 125
+	}
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+	// Egress relay: every connection and DNS query goes to the host.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctlFile := os.NewFile(uintptr(fds[2]), "egress")
+	ctlConn, err := net.FileConn(ctlFile)
+	ctlFile.Close()
+	if err == nil {
+		relay := &egress.Relay{Control: ctlConn.(*net.UnixConn), Log: slog.New(slog.DiscardHandler)}
+		go func() { _ = relay.Serve(ctx, lns) }()
+		if dns != nil {
+			go func() { _ = relay.ServeDNS(ctx, dns) }()
+		}
+	}
+
+	// Forward the host's signals to the command's process group.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for s := range sigs {
+			if s == syscall.SIGWINCH && pty != nil {
+				pty.resize()
+			}
+			_ = syscall.Kill(-proc.Pid, s.(syscall.Signal))
+			_ = syscall.Kill(proc.Pid, s.(syscall.Signal))
+		}
+	}()
+
+	// Reap everything; the command's status is ours.
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 125
+		}
+		if pid != proc.Pid {
+			continue
+		}
+		// Take the rest down before reporting (their output must not
+		// trail the exit), then exit with the command's status.
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		if pty != nil {
+			pty.drain()
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}
+
+// becomeSandboxUser switches every thread of the process to the sandbox's
+// uid and gid with no supplementary groups (root callers; in a user
+// namespace the process already has them). For root this empties the
+// capability sets. A credential change clears the parent-death signal, so
+// it is set again: the host must still take the sandbox down with it.
+func becomeSandboxUser(cfg *initConfig) error {
+	if !cfg.UserNS {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setresgid(cfg.GID, cfg.GID, cfg.GID); err != nil {
+			return fmt.Errorf("setresgid %d: %w", cfg.GID, err)
+		}
+		if err := syscall.Setresuid(cfg.UID, cfg.UID, cfg.UID); err != nil {
+			return fmt.Errorf("setresuid %d: %w", cfg.UID, err)
+		}
+	}
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	return nil
+}
+
+// loopbackUp sets IFF_UP on lo, the namespace's only interface.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCGIFFLAGS: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCSIFFLAGS: %w", err)
+	}
+	return nil
+}
+
+// dropBoundingSet empties the calling thread's capability bounding set,
+// so that nothing it execs can gain a capability (file capabilities,
+// setuid root).
+func dropBoundingSet() error {
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// dropCapabilities empties the calling thread's ambient, permitted,
+// effective and inheritable capability sets.
+func dropCapabilities() error {
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return fmt.Errorf("capset: %w", errno)
+	}
+	return nil
+}
+
+func degraded(cfg *initConfig, l Layer) bool { return slices.Contains(cfg.Degraded, l) }
+
+func unavailable(cfg *initConfig, l Layer) bool { return slices.Contains(cfg.Unavailable, l) }

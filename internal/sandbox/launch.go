@@ -1,0 +1,529 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/egress"
+)
+
+// Engine starts sandboxes. Linux is the only implementation; the interface
+// keeps callers (sodactl, later the supervisor) independent of it.
+type Engine interface {
+	Start(ctx context.Context, spec Spec) (*Sandbox, error)
+}
+
+// Linux is the Linux sandbox engine: namespaces, a private root, Landlock,
+// seccomp, a cgroup, and egress through a host-side proxy.
+type Linux struct {
+	// Log receives the engine's log lines.
+	Log *slog.Logger
+	// Audit receives every audit record (nil: log only).
+	Audit func(Record)
+	// Resolver is used by the egress proxy (nil: the system resolver).
+	Resolver egress.Resolver
+}
+
+// startTimeout bounds the time from clone to the command's exec.
+const startTimeout = 15 * time.Second
+
+// stopGrace is how long a stopped sandbox has between SIGTERM and SIGKILL.
+const stopGrace = 5 * time.Second
+
+// Sandbox is a running sandbox.
+type Sandbox struct {
+	ID     string
+	spec   Spec
+	log    *slog.Logger
+	audit  func(Record)
+	cmd    *exec.Cmd
+	group  child.Group
+	placer child.Placer
+	uid    *uidLease
+	idmaps []*idmapNS
+	proxy  *egress.Proxy
+	egress *net.UnixConn
+
+	cancelProxy context.CancelFunc
+	proxyDone   chan struct{}
+	started     time.Time
+	waitOnce    sync.Once
+	exit        ExitStatus
+	waitErr     error
+}
+
+// ExitStatus is how the sandboxed command ended.
+type ExitStatus struct {
+	// Code is the exit code; 128+N when killed by signal N.
+	Code int `json:"code"`
+	// Signal names the signal that killed it, if any.
+	Signal string `json:"signal,omitempty"`
+	// TimedOut is true when the sandbox was stopped by its timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+// Start launches spec's command in a new sandbox. It returns once the
+// command has been started with every layer in place, or an error that
+// names the layer that could not be applied (*LayerError).
+func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
+	log := e.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := spec.Normalize(); err != nil {
+		return nil, err
+	}
+	log = log.With("sandbox", spec.ID)
+	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.Audit, started: time.Now()}
+	defer func() {
+		if err != nil {
+			sb.cleanup(context.WithoutCancel(ctx))
+			sb.record(Record{Event: "refused", Detail: err.Error()})
+		}
+	}()
+	sb.record(Record{Event: "start", Argv: spec.Argv, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
+		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded})
+
+	root := os.Geteuid() == 0
+	cfg := initConfig{
+		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
+		Home: spec.Home, TmpSize: spec.Limits.TmpSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
+		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
+		DNS: true, ForwardProxy: spec.Egress.ProxyPort, StdinIsTTY: spec.TTY,
+	}
+	kept, dropped := FilterEnv(spec.Env)
+	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)
+	if len(dropped) > 0 {
+		sb.record(Record{Event: "env", Dropped: dropped})
+	}
+	cfg.RelayPorts = append([]uint16{spec.Egress.ProxyPort}, spec.Egress.MCPPorts...)
+	for _, l := range []Layer{LayerNetNS, LayerMountNS, LayerPIDNS} {
+		if spec.Knobs.unavailable(l) {
+			return nil, &LayerError{Layer: l, Err: errors.New("unavailable (test knob)")}
+		}
+	}
+
+	// Who the command runs as.
+	if root {
+		sb.uid, err = leaseUID()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox uid: %w", err)
+		}
+		cfg.UID, cfg.GID = sb.uid.uid, sb.uid.uid
+		if err := chownTree(spec.Home, cfg.UID, cfg.GID); err != nil {
+			return nil, fmt.Errorf("sandbox home: %w", err)
+		}
+		if err := sb.idmapGrants(&cfg); err != nil {
+			return nil, err
+		}
+	} else {
+		if spec.Knobs.unavailable(LayerUserNS) {
+			return nil, &LayerError{Layer: LayerUserNS, Err: errors.New("unavailable (test knob)")}
+		}
+		cfg.UID, cfg.GID, cfg.UserNS = os.Getuid(), os.Getgid(), true
+	}
+
+	// The cgroup, before anything runs.
+	if err := sb.newGroup(ctx, root); err != nil {
+		return nil, err
+	}
+
+	// Pipes: config (host → init), status (init → host), egress control.
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer statR.Close()
+	defer statW.Close()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("egress control socket: %w", err)
+	}
+	egressChild := os.NewFile(uintptr(pair[1]), "egress-child")
+	defer egressChild.Close()
+	egressHost := os.NewFile(uintptr(pair[0]), "egress-host")
+	fc, err := net.FileConn(egressHost)
+	egressHost.Close()
+	if err != nil {
+		return nil, fmt.Errorf("egress control socket: %w", err)
+	}
+	sb.egress = fc.(*net.UnixConn)
+
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initArg0}}
+	cmd.Env = []string{markerEnv + "=init"}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+		Setsid:     true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	if cfg.UserNS {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.UID, HostID: cfg.UID, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: cfg.GID, Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		// Init needs these in the new user namespace to build the
+		// sandbox; it drops them all before the command starts.
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_SETPCAP}
+	}
+	if err := sb.group.Prepare(cmd); err != nil {
+		return nil, &LayerError{Layer: LayerCgroup, Err: err}
+	}
+	files := []*os.File{cfgR, statW, egressChild}
+	for _, m := range sb.idmaps {
+		files = append(files, m.fd)
+	}
+	fds := make([]string, len(files))
+	for i := range files {
+		fds[i] = strconv.Itoa(3 + len(cmd.ExtraFiles) + i)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
+	cmd.Env = append(cmd.Env, fdsEnv+"="+strings.Join(fds, ","))
+
+	if err := cmd.Start(); err != nil {
+		return nil, namespaceError(err, cfg.UserNS)
+	}
+	sb.cmd = cmd
+	cfgR.Close()
+	statW.Close()
+	egressChild.Close()
+	if err := sb.group.Started(ctx, cmd.Process.Pid); err != nil {
+		return nil, &LayerError{Layer: LayerCgroup, Err: err}
+	}
+	if sb.placer.Mode() != "process-group" {
+		if err := checkLimits(cmd.Process.Pid, spec.Limits); err != nil {
+			if !slices.Contains(spec.AllowDegraded, LayerCgroup) {
+				return nil, &LayerError{Layer: LayerCgroup, Err: err}
+			}
+			sb.log.Warn("sandbox layer NOT fully applied (allowed by --allow-degraded)", "layer", LayerCgroup, "reason", err)
+			sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "degraded", Detail: err.Error()})
+		}
+	}
+
+	// The host side of egress runs before init can relay anything.
+	sb.proxy = &egress.Proxy{Policy: spec.Egress, Resolver: e.Resolver, Log: log.With("part", "egress"),
+		Audit: func(ev egress.Event) { sb.record(Record{Event: "egress", Egress: &ev}) }}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sb.cancelProxy = cancel
+	sb.proxyDone = make(chan struct{})
+	go func() {
+		defer close(sb.proxyDone)
+		if err := sb.proxy.ServeControl(pctx, sb.egress); err != nil && pctx.Err() == nil {
+			log.Warn("egress control ended", "err", err)
+		}
+	}()
+
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+		return nil, fmt.Errorf("send sandbox configuration: %w", err)
+	}
+	cfgW.Close()
+	if err := sb.waitReady(ctx, statR); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// waitReady reads init's status lines until the command started.
+func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
+	type result struct{ err error }
+	done := make(chan result, 1)
+	go func() {
+		sc := bufio.NewScanner(statR)
+		sc.Buffer(make([]byte, 64<<10), 64<<10)
+		for sc.Scan() {
+			var m statusMsg
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				done <- result{fmt.Errorf("sandbox init: bad status line %q", truncate(sc.Text(), 200))}
+				return
+			}
+			switch {
+			case m.Error != "":
+				var err error = errors.New(m.Error)
+				if m.Layer != "" {
+					err = &LayerError{Layer: m.Layer, Err: err}
+				}
+				done <- result{err}
+				return
+			case m.Ready:
+				sb.record(Record{Event: "ready", Pid: m.Pid})
+				done <- result{}
+				return
+			case m.Layer != "":
+				sb.record(Record{Event: "layer", Layer: m.Layer, State: m.State, Detail: m.Detail})
+				if m.State == "degraded" {
+					sb.log.Warn("sandbox layer NOT applied (allowed by --allow-degraded)", "layer", m.Layer, "reason", m.Detail)
+				} else {
+					sb.log.Debug("sandbox layer applied", "layer", m.Layer, "detail", m.Detail)
+				}
+			}
+		}
+		done <- result{errors.New("sandbox init exited before starting the command (see its stderr)")}
+	}()
+	t := time.NewTimer(startTimeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.err
+	case <-t.C:
+		return fmt.Errorf("sandbox init did not start the command within %s", startTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// newGroup creates the sandbox's cgroup: a transient scope when systemd is
+// the init system (the system manager for root, the user's own manager
+// otherwise), else a cgroup v2 directory below our own. A limit the chosen
+// cgroup cannot enforce is a failure unless the cgroup layer is degraded.
+func (sb *Sandbox) newGroup(ctx context.Context, root bool) error {
+	limits := child.Limits{MemoryMax: sb.spec.Limits.MemoryMax, TasksMax: sb.spec.Limits.TasksMax, CPUQuota: sb.spec.Limits.CPUPercent}
+	degraded := slices.Contains(sb.spec.AllowDegraded, LayerCgroup)
+	fail := func(err error) error {
+		if degraded {
+			sb.log.Warn("sandbox layer NOT applied (allowed by --allow-degraded): no limits, processes tracked by process group only", "layer", LayerCgroup, "reason", err)
+			sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "degraded", Detail: err.Error()})
+			sb.placer = child.NewPlacer(slog.New(slog.DiscardHandler), "soda-sandbox", child.Limits{})
+			g, gerr := sb.placer.NewGroup(sb.ID)
+			sb.group = g
+			return gerr
+		}
+		return &LayerError{Layer: LayerCgroup, Err: err}
+	}
+	if sb.spec.Knobs.unavailable(LayerCgroup) {
+		return fail(errors.New("unavailable (test knob)"))
+	}
+	var placer child.Placer
+	var errs []string
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		var p *child.ScopePlacer
+		var err error
+		if root {
+			p, err = child.NewSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
+		} else {
+			p, err = child.NewUserSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
+		}
+		if err == nil {
+			placer = p
+		} else {
+			errs = append(errs, err.Error())
+		}
+	}
+	if placer == nil {
+		p, err := child.NewCgroupPlacer("soda-sandbox", limits)
+		if err != nil {
+			errs = append(errs, err.Error())
+			return fail(errors.New(strings.Join(errs, "; ")))
+		}
+		placer = p
+	}
+	if missing := placer.Unenforced(); len(missing) > 0 {
+		if c, ok := placer.(interface{ Close() error }); ok {
+			c.Close()
+		}
+		return fail(fmt.Errorf("%s cgroup cannot enforce %s (controller not available)", placer.Mode(), strings.Join(missing, ", ")))
+	}
+	g, err := placer.NewGroup(sb.ID)
+	if err != nil {
+		return fail(err)
+	}
+	sb.placer, sb.group = placer, g
+	sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "applied", Detail: g.String()})
+	return nil
+}
+
+// idmapGrants prepares idmapped mounts (root only): each granted path not
+// owned by the sandbox uid is mapped so that the sandbox uid acts as its
+// owner inside.
+func (sb *Sandbox) idmapGrants(cfg *initConfig) error {
+	if sb.spec.Knobs.unavailable(LayerIDMap) {
+		if slices.Contains(sb.spec.AllowDegraded, LayerIDMap) {
+			sb.record(Record{Event: "layer", Layer: LayerIDMap, State: "degraded", Detail: "unavailable (test knob)"})
+			return nil
+		}
+		return &LayerError{Layer: LayerIDMap, Err: errors.New("unavailable (test knob)")}
+	}
+	byOwner := map[[2]uint32]int{}
+	cfg.IDMaps = map[string]int{}
+	paths := append(append([]string{}, sb.spec.ReadOnly...), sb.spec.ReadWrite...)
+	for _, p := range paths {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return fmt.Errorf("stat %s: %w", p, err)
+		}
+		key := [2]uint32{st.Uid, st.Gid}
+		idx, ok := byOwner[key]
+		if !ok {
+			ns, err := newIDMapNS(cfg.UID, cfg.GID, st.Uid, st.Gid)
+			if err != nil {
+				return &LayerError{Layer: LayerIDMap, Err: err}
+			}
+			sb.idmaps = append(sb.idmaps, ns)
+			idx = len(sb.idmaps) - 1
+			byOwner[key] = idx
+		}
+		cfg.IDMaps[p] = idx
+	}
+	return nil
+}
+
+// namespaceError turns a failed clone into the layer that is missing.
+func namespaceError(err error, userns bool) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EACCES) {
+		if userns {
+			return &LayerError{Layer: LayerUserNS, Err: fmt.Errorf("create namespaces: %w (are unprivileged user namespaces enabled? see kernel.unprivileged_userns_clone and user.max_user_namespaces)", err)}
+		}
+		return &LayerError{Layer: LayerNetNS, Err: fmt.Errorf("create namespaces: %w", err)}
+	}
+	return fmt.Errorf("start sandbox init: %w", err)
+}
+
+// Signal sends sig to the sandbox's init, which forwards it to the command.
+func (sb *Sandbox) Signal(sig syscall.Signal) error {
+	return sb.cmd.Process.Signal(sig)
+}
+
+// Wait waits for the command to end (stopping it at Spec.Timeout or when
+// ctx is cancelled: SIGTERM, then SIGKILL to the whole cgroup after a
+// grace period), kills whatever is left in the cgroup and frees
+// everything. It returns the command's exit status.
+func (sb *Sandbox) Wait(ctx context.Context) (ExitStatus, error) {
+	sb.waitOnce.Do(func() { sb.exit, sb.waitErr = sb.wait(ctx) })
+	return sb.exit, sb.waitErr
+}
+
+func (sb *Sandbox) wait(ctx context.Context) (ExitStatus, error) {
+	done := make(chan error, 1)
+	go func() { done <- sb.cmd.Wait() }()
+	var timeout <-chan time.Time
+	if sb.spec.Timeout > 0 {
+		t := time.NewTimer(sb.spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var st ExitStatus
+	var werr error
+	stopping := false
+	var kill <-chan time.Time
+loop:
+	for {
+		select {
+		case werr = <-done:
+			break loop
+		case <-timeout:
+			st.TimedOut = true
+			sb.log.Warn("sandbox timed out; stopping it", "timeout", sb.spec.Timeout)
+			timeout = nil
+			stopping = true
+			_ = sb.Signal(syscall.SIGTERM)
+			kill = time.After(stopGrace)
+		case <-ctx.Done():
+			if !stopping {
+				stopping = true
+				_ = sb.Signal(syscall.SIGTERM)
+				kill = time.After(stopGrace)
+			}
+		case <-kill:
+			kill = nil
+			_ = sb.group.Signal(syscall.SIGKILL)
+			_ = sb.cmd.Process.Kill()
+		}
+	}
+	if ps := sb.cmd.ProcessState; ps != nil {
+		ws := ps.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Exited():
+			st.Code = ws.ExitStatus()
+			if st.Code > 128 && st.Code < 128+65 {
+				st.Signal = unix.SignalName(syscall.Signal(st.Code - 128))
+			}
+		case ws.Signaled():
+			st.Code = 128 + int(ws.Signal())
+			st.Signal = unix.SignalName(ws.Signal())
+		}
+		werr = nil
+	}
+	sb.cleanup(context.WithoutCancel(ctx))
+	rec := Record{Event: "exit", Exit: &st, DurationMS: float64(time.Since(sb.started).Microseconds()) / 1000}
+	sb.record(rec)
+	return st, werr
+}
+
+// cleanup kills everything left in the sandbox's cgroup and frees the
+// cgroup, the egress proxy, the uid and the idmap namespaces.
+func (sb *Sandbox) cleanup(ctx context.Context) {
+	if sb.group != nil {
+		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := sb.group.Kill(kctx); err != nil {
+			sb.log.Warn("kill sandbox processes", "group", sb.group.String(), "err", err)
+		}
+		cancel()
+		if err := sb.group.Release(); err != nil {
+			sb.log.Warn("release sandbox cgroup", "group", sb.group.String(), "err", err)
+		}
+		sb.group = nil
+	}
+	if c, ok := sb.placer.(interface{ Close() error }); ok {
+		c.Close()
+	}
+	sb.placer = nil
+	if sb.cmd != nil && sb.cmd.ProcessState == nil && sb.cmd.Process != nil {
+		_ = sb.cmd.Process.Kill()
+		_ = sb.cmd.Wait()
+	}
+	if sb.cancelProxy != nil {
+		sb.cancelProxy()
+		sb.egress.Close()
+		<-sb.proxyDone
+		sb.cancelProxy = nil
+	} else if sb.egress != nil {
+		sb.egress.Close()
+	}
+	for _, m := range sb.idmaps {
+		m.close()
+	}
+	sb.idmaps = nil
+	sb.uid.release()
+	sb.uid = nil
+}
+
+func grantStrings(p egress.Policy) []string {
+	var out []string
+	for _, g := range p.Allow {
+		s := net.JoinHostPort(g.Host, strconv.Itoa(int(g.Port)))
+		if g.Private {
+			s += " (private allowed)"
+		}
+		out = append(out, s)
+	}
+	for _, port := range p.MCPPorts {
+		out = append(out, fmt.Sprintf("mcp 127.0.0.1:%d", port))
+	}
+	return out
+}
+
+// chownTree gives the sandbox uid the home directory the caller prepared.
+func chownTree(dir string, uid, gid int) error {
+	return walkChown(dir, uid, gid)
+}

@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// The sandbox's processes are the soda binary itself, re-executed:
+//
+//	host (sodactl)  ──clone(new ns)──▶  init   (PID 1 of the sandbox)
+//	                                     └─▶  stage  (applies Landlock,
+//	                                               seccomp, rlimits, then
+//	                                               execs the command)
+//
+// Each is recognised by two markers together, argv[0] and an environment
+// variable, so that neither alone (an inherited variable, a renamed
+// binary) turns a process into one. The host sends init its configuration
+// as JSON on a pipe; init reports progress as JSON lines on another pipe.
+const (
+	initArg0  = "soda-sandbox-init"
+	stageArg0 = "soda-sandbox-stage"
+	markerEnv = "SODA_SANDBOX_ROLE"
+	fdsEnv    = "SODA_SANDBOX_FDS" // cfg,status,egress[,userns…] fd numbers
+)
+
+// initConfig is what init needs: the spec, resolved by the host.
+type initConfig struct {
+	ID        string   `json:"id"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	Dir       string   `json:"dir"`
+	ReadOnly  []string `json:"ro"`
+	ReadWrite []string `json:"rw"`
+	Home      string   `json:"home"`
+	// UID and GID the command runs as (root callers: a dedicated uid).
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// UserNS is true when init runs in a new user namespace (non-root).
+	UserNS bool `json:"userns"`
+	// IDMaps gives, per granted path, the index of the user namespace fd
+	// (after cfg,status,egress) to idmap it with; -1 or absent: no idmap.
+	IDMaps       map[string]int `json:"idmaps,omitempty"`
+	RelayPorts   []uint16       `json:"relay_ports"`
+	DNS          bool           `json:"dns"`
+	TmpSize      int64          `json:"tmp_size"`
+	NoFile       uint64         `json:"nofile"`
+	FileSize     uint64         `json:"fsize"`
+	LandlockMin  int            `json:"landlock_min_abi"`
+	Degraded     []Layer        `json:"degraded,omitempty"`
+	Unavailable  []Layer        `json:"unavailable,omitempty"`
+	HideExtra    []string       `json:"hide_extra,omitempty"`
+	StdinIsTTY   bool           `json:"stdin_tty"`
+	LogDebug     bool           `json:"debug,omitempty"`
+	ForwardProxy uint16         `json:"proxy_port"`
+}
+
+// statusMsg is one line init writes on the status pipe.
+type statusMsg struct {
+	Layer  Layer  `json:"layer,omitempty"`
+	State  string `json:"state,omitempty"` // applied, degraded
+	Detail string `json:"detail,omitempty"`
+	Error  string `json:"error,omitempty"` // fatal: init exits
+	Ready  bool   `json:"ready,omitempty"` // the command has been started
+	Pid    int    `json:"pid,omitempty"`   // its pid inside the sandbox
+}
+
+// IsInit reports whether this process was started as a sandbox init or
+// stage; programs that start sandboxes call Main first thing in main.
+func IsInit() bool {
+	if len(os.Args) == 0 {
+		return false
+	}
+	role := os.Getenv(markerEnv)
+	return (os.Args[0] == initArg0 && role == "init") || (os.Args[0] == stageArg0 && role == "stage") ||
+		(os.Args[0] == holdArg0 && role == "hold")
+}
+
+// Main runs the sandbox role of this process (see IsInit) and never returns.
+func Main() {
+	switch os.Args[0] {
+	case initArg0:
+		os.Exit(runInit())
+	case holdArg0:
+		os.Exit(runHold())
+	}
+	os.Exit(runStage())
+}
+
+// fdList parses SODA_SANDBOX_FDS.
+func fdList() []int {
+	var fds []int
+	for _, f := range strings.Split(os.Getenv(fdsEnv), ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 3 {
+			return nil
+		}
+		fds = append(fds, n)
+	}
+	return fds
+}
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "sbx-" + hex.EncodeToString(b[:])
+}
+
+func numCPU() int { return runtime.NumCPU() }

@@ -1,0 +1,337 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The sandbox's root is a tmpfs that init builds in its own mount
+// namespace and pivots into:
+//
+//	/usr /etc /var /opt …   the host's, bound read-only, nosuid, nodev
+//	/proc                   a fresh procfs of the sandbox's PID namespace
+//	/dev                    null zero full random urandom tty, own devpts, /dev/shm
+//	/tmp /var/tmp /dev/shm  private, size-limited, noexec tmpfs
+//	/run /home /root /mnt /media, /var/lib/soda
+//	                        empty: no host socket (D-Bus, systemd, docker,
+//	                        ssh-agent, X11) and no other user's files
+//	/home/agent             the sandbox's home (read-write)
+//	granted paths           at their host path, read-only or read-write
+//	/etc/resolv.conf        points at the sandbox's DNS sink (127.0.0.1)
+//
+// Every host mount becomes read-only in one mount_setattr(AT_RECURSIVE)
+// call, so that submounts (a /var on another disk) are covered as well.
+const oldRoot = "/.oldroot"
+
+// hiddenTop are top-level host directories replaced by an empty tmpfs.
+var hiddenTop = []string{"run", "home", "root", "mnt", "media", "lost+found", "tmp"}
+
+// hiddenBelow are host directories below read-only binds that are hidden
+// too; missing ones are skipped.
+var hiddenBelow = []string{"/var/run", "/var/tmp", "/var/lib/soda", "/var/lib/sss/pipes", "/var/spool/cron", "/etc/soda"}
+
+func buildRoot(cfg *initConfig, userns []*os.File) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	// The new root: a tmpfs mounted over /tmp (of this namespace only),
+	// then pivoted into. The host's /tmp reappears below the old root.
+	if err := unix.Mount("soda-root", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=8m"); err != nil {
+		return fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	if err := os.Mkdir("/tmp"+oldRoot, 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot("/tmp", "/tmp"+oldRoot); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+
+	entries, err := os.ReadDir(oldRoot)
+	if err != nil {
+		return fmt.Errorf("read host root: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		host := filepath.Join(oldRoot, name)
+		dst := "/" + name
+		switch {
+		case "/"+name == oldRoot:
+			continue
+		case name == "proc":
+			if err := os.Mkdir(dst, 0o555); err != nil {
+				return err
+			}
+			if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+				return fmt.Errorf("mount fresh /proc: %w", err)
+			}
+		case name == "dev":
+			if err := buildDev(cfg); err != nil {
+				return fmt.Errorf("build /dev: %w", err)
+			}
+		case name == "tmp":
+			if err := mountTmp(dst, cfg.TmpSize); err != nil {
+				return err
+			}
+		case slices.Contains(hiddenTop, name):
+			if err := emptyTmpfs(dst); err != nil {
+				return err
+			}
+		case e.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(host)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+		default:
+			if err := bindReadOnly(host, dst, e.IsDir()); err != nil {
+				return err
+			}
+		}
+	}
+	for _, name := range hiddenTop {
+		if _, err := os.Lstat("/" + name); errors.Is(err, os.ErrNotExist) && name != "lost+found" {
+			if err := emptyTmpfs("/" + name); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range append(slices.Clone(hiddenBelow), cfg.HideExtra...) {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() {
+			continue // missing, or a symlink into a hidden place (/var/run → /run)
+		}
+		if strings.HasSuffix(p, "/tmp") {
+			err = mountTmp(p, cfg.TmpSize)
+		} else {
+			err = unix.Mount("soda-hidden", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "mode=0755,size=4k")
+		}
+		if err != nil {
+			return fmt.Errorf("hide %s: %w", p, err)
+		}
+	}
+	if err := writeResolvConf(); err != nil {
+		return fmt.Errorf("resolv.conf: %w", err)
+	}
+
+	// The home and the granted paths.
+	if err := os.MkdirAll(SandboxHome, 0o755); err != nil {
+		return err
+	}
+	if err := bindGrant(oldRoot+cfg.Home, SandboxHome, false, nil); err != nil {
+		return fmt.Errorf("mount home: %w", err)
+	}
+	type grant struct {
+		path string
+		ro   bool
+	}
+	var grants []grant
+	for _, p := range cfg.ReadOnly {
+		grants = append(grants, grant{p, true})
+	}
+	for _, p := range cfg.ReadWrite {
+		grants = append(grants, grant{p, false})
+	}
+	// Parents first, so that a grant inside another one is mounted on top.
+	sort.SliceStable(grants, func(i, j int) bool { return len(grants[i].path) < len(grants[j].path) })
+	for _, g := range grants {
+		var ns *os.File
+		if idx, ok := cfg.IDMaps[g.path]; ok && idx >= 0 && idx < len(userns) {
+			ns = userns[idx]
+		}
+		if err := os.MkdirAll(g.path, 0o755); err != nil {
+			return fmt.Errorf("mount point for %s: %w", g.path, err)
+		}
+		if err := bindGrant(oldRoot+g.path, g.path, g.ro, ns); err != nil {
+			return fmt.Errorf("mount %s: %w", g.path, err)
+		}
+	}
+
+	if err := unix.Unmount(oldRoot, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach host root: %w", err)
+	}
+	if err := os.Remove(oldRoot); err != nil {
+		return err
+	}
+	// Freeze the skeleton: the root tmpfs and the empty ones.
+	for _, p := range []string{"/", "/run", "/home", "/root", "/mnt", "/media", "/dev"} {
+		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := setAttr(p, unix.MOUNT_ATTR_RDONLY, false); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// bindReadOnly binds a host file or directory tree read-only, nosuid, nodev.
+func bindReadOnly(src, dst string, dir bool) error {
+	if dir {
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+	} else {
+		f, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", dst, err)
+	}
+	if err := setAttr(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true); err != nil {
+		return fmt.Errorf("make %s read-only: %w", dst, err)
+	}
+	return nil
+}
+
+// bindGrant mounts a granted host directory at dst. With ns (root
+// callers) the mount is idmapped so that the sandbox uid acts as the
+// directory's owner.
+func bindGrant(src, dst string, ro bool, ns *os.File) error {
+	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+	if ro {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	if ns == nil {
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return err
+		}
+		return setAttr(dst, attr, true)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{
+		Attr_set: attr | unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd()),
+	}); err != nil {
+		return fmt.Errorf("idmap (%s: does its filesystem support idmapped mounts?): %w", LayerIDMap, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+func setAttr(path string, attr uint64, recursive bool) error {
+	flags := 0
+	if recursive {
+		flags = unix.AT_RECURSIVE
+	}
+	return unix.MountSetattr(unix.AT_FDCWD, path, uint(flags)|unix.AT_SYMLINK_NOFOLLOW, &unix.MountAttr{Attr_set: attr})
+}
+
+func emptyTmpfs(dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("soda-empty", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("hide %s: %w", dst, err)
+	}
+	return nil
+}
+
+func mountTmp(dst string, size int64) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	opts := "mode=1777,size=" + strconv.FormatInt(size, 10)
+	if err := unix.Mount("soda-tmp", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return fmt.Errorf("mount private %s: %w", dst, err)
+	}
+	return nil
+}
+
+// buildDev makes a minimal /dev: the harmless character devices bound from
+// the host, a private devpts and /dev/shm.
+func buildDev(cfg *initConfig) error {
+	if err := os.Mkdir("/dev", 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("soda-dev", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return err
+	}
+	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		dst := "/dev/" + n
+		f, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := unix.Mount(oldRoot+dst, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dst, err)
+		}
+		if err := setAttr(dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir("/dev/pts", 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mount devpts: %w", err)
+	}
+	if err := os.Symlink("pts/ptmx", "/dev/ptmx"); err != nil {
+		return err
+	}
+	if err := mountTmp("/dev/shm", cfg.TmpSize/4+1<<20); err != nil {
+		return err
+	}
+	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(target, "/dev/"+name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeResolvConf points the resolver at the sandbox's DNS sink. When the
+// host's /etc/resolv.conf is a symlink into /run (systemd-resolved), the
+// file is written where the link points, on the sandbox's own /run.
+func writeResolvConf() error {
+	const content = "# soda sandbox: no DNS; names are resolved by the egress proxy (HTTPS_PROXY)\nnameserver 127.0.0.1\noptions ndots:0 attempts:1 timeout:1\n"
+	const path = "/etc/resolv.conf"
+	target := path
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		l, err := os.Readlink(path)
+		if err != nil {
+			return err
+		}
+		if !filepath.IsAbs(l) {
+			l = filepath.Join("/etc", l)
+		}
+		target = filepath.Clean(l)
+		if !strings.HasPrefix(target, "/run/") {
+			return fmt.Errorf("%s links to %s, outside /run", path, target)
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(target, []byte(content), 0o644)
+	} else if err != nil {
+		return nil // no resolv.conf: the resolver's default is 127.0.0.1 too
+	}
+	if err := os.WriteFile("/run/soda-resolv.conf", []byte(content), 0o644); err != nil {
+		return err
+	}
+	if err := unix.Mount("/run/soda-resolv.conf", target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", target, err)
+	}
+	return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
+}

@@ -1,0 +1,296 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary play the sandbox's init and stage, as
+// sodactl does: the engine re-executes /proc/self/exe.
+func TestMain(m *testing.M) {
+	if IsInit() {
+		Main()
+	}
+	os.Exit(m.Run())
+}
+
+func TestFilterEnv(t *testing.T) {
+	tests := []struct {
+		kv     string
+		kept   bool
+		reason string
+	}{
+		{"TERM=xterm", true, ""},
+		{"ANTHROPIC_API_KEY=sk-1", true, ""},
+		{"LD_PRELOAD=/tmp/x.so", false, "reserved prefix"},
+		{"SODA_SANDBOX_ROLE=init", false, "reserved prefix"},
+		{"BASH_ENV=/tmp/x", false, "set by the sandbox or can inject code"},
+		{"NODE_OPTIONS=--require=/tmp/x", false, "set by the sandbox or can inject code"},
+		{"PATH=/tmp", false, "set by the sandbox or can inject code"},
+		{"HOME=/root", false, "set by the sandbox or can inject code"},
+		{"https_proxy=http://evil", false, "proxies are set by the sandbox"},
+		{"FTP_PROXY=http://evil", false, "proxies are set by the sandbox"},
+		{"SSH_AUTH_SOCK=/run/user/1000/ssh", false, "set by the sandbox or can inject code"},
+		{"NOEQUALS", false, "not KEY=VALUE"},
+		{"=x", false, "not KEY=VALUE"},
+		{"A B=x", false, "invalid name"},
+	}
+	for _, tt := range tests {
+		kept, dropped := FilterEnv([]string{tt.kv})
+		if got := len(kept) == 1; got != tt.kept {
+			t.Errorf("FilterEnv(%q) kept=%v, want %v", tt.kv, got, tt.kept)
+			continue
+		}
+		if !tt.kept {
+			if len(dropped) != 1 || dropped[0].Reason != tt.reason {
+				t.Errorf("FilterEnv(%q) dropped=%+v, want reason %q", tt.kv, dropped, tt.reason)
+			}
+			if strings.Contains(dropped[0].Key, "=") {
+				t.Errorf("FilterEnv(%q) leaked a value into the drop record: %q", tt.kv, dropped[0].Key)
+			}
+		}
+	}
+}
+
+func TestParseLayers(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []Layer
+		wantErr bool
+	}{
+		{"", nil, false},
+		{"cgroup", []Layer{LayerCgroup}, false},
+		{"cgroup, seccomp,cgroup", []Layer{LayerCgroup, LayerSeccomp}, false},
+		{"netns", nil, true},
+		{"mountns", nil, true},
+		{"bogus", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseLayers(tt.in)
+		if (err != nil) != tt.wantErr || !slices.Equal(got, tt.want) {
+			t.Errorf("ParseLayers(%q) = %v, %v; want %v, err %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	home := t.TempDir()
+	ws := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		spec    Spec
+		wantErr string
+	}{
+		{"ok", Spec{Argv: []string{"true"}, Home: home, ReadWrite: []string{link}}, ""},
+		{"no command", Spec{Home: home}, "no command"},
+		{"no home", Spec{Argv: []string{"true"}}, "no home"},
+		{"bad id", Spec{ID: "../x", Argv: []string{"true"}, Home: home}, "invalid id"},
+		{"root grant", Spec{Argv: []string{"true"}, Home: home, ReadOnly: []string{"/"}}, "may not be granted"},
+		{"run grant", Spec{Argv: []string{"true"}, Home: home, ReadWrite: []string{"/run"}}, "may not be granted"},
+		{"proc grant", Spec{Argv: []string{"true"}, Home: home, ReadOnly: []string{"/proc/1"}}, "may not be granted"},
+		{"missing grant", Spec{Argv: []string{"true"}, Home: home, ReadWrite: []string{"/nonexistent/soda"}}, "no such file"},
+		{"dir outside grants", Spec{Argv: []string{"true"}, Home: home, Dir: "/usr"}, "not inside a granted path"},
+		{"tiny memory", Spec{Argv: []string{"true"}, Home: home, Limits: Limits{MemoryMax: 1 << 20}}, "below 16 MiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.spec
+			err := s.Normalize()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Normalize: %v", err)
+				}
+				if s.ReadWrite[0] != ws || s.Dir != ws {
+					t.Errorf("grant not resolved: rw=%v dir=%s, want %s", s.ReadWrite, s.Dir, ws)
+				}
+				if s.Limits.MemoryMax != DefaultLimits.MemoryMax || s.Egress.ProxyPort != DefaultProxyPort || s.LandlockMinABI != 6 {
+					t.Errorf("defaults not filled: %+v", s)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Normalize error = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCheckLimitsParsesOwnCgroup(t *testing.T) {
+	// With no limit asked, any cgroup will do.
+	if err := checkLimits(os.Getpid(), Limits{}); err != nil {
+		t.Fatalf("checkLimits without limits: %v", err)
+	}
+	if err := checkLimits(0x7fffffff, Limits{}); err == nil {
+		t.Fatal("checkLimits of a missing pid succeeded")
+	}
+}
+
+// runSandbox starts argv in a sandbox with the given tweaks and returns its
+// exit status and output.
+func runSandbox(t *testing.T, tweak func(*Spec), argv ...string) (ExitStatus, string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	outR, outW, _ := os.Pipe()
+	errR, errW, _ := os.Pipe()
+	done := make(chan struct{})
+	go func() { _, _ = stdout.ReadFrom(outR); close(done) }()
+	done2 := make(chan struct{})
+	go func() { _, _ = stderr.ReadFrom(errR); close(done2) }()
+	spec := Spec{Argv: argv, Home: t.TempDir(), Stdout: outW, Stderr: errW,
+		AllowDegraded: []Layer{LayerCgroup}} // no systemd, no delegated cgroup here: see test/sandbox for the full stack
+	if tweak != nil {
+		tweak(&spec)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := (&Linux{}).Start(ctx, spec)
+	var st ExitStatus
+	if err == nil {
+		st, err = sb.Wait(ctx)
+	}
+	outW.Close()
+	errW.Close()
+	<-done
+	<-done2
+	return st, stdout.String(), stderr.String(), err
+}
+
+func requireNamespaces(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if err := exec.Command("unshare", "--user", "--map-current-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
+		t.Skipf("SKIP: unprivileged user namespaces unavailable here (%v); CI runs these tests as root", err)
+	}
+}
+
+func TestSandboxRunsCommand(t *testing.T) {
+	requireNamespaces(t)
+	st, out, errOut, err := runSandbox(t, nil, "/bin/sh", "-c", "echo hello; id -u; cat /proc/self/status | grep -E '^(NoNewPrivs|Seccomp|CapEff|CapBnd):'; exit 3")
+	if err != nil {
+		t.Fatalf("sandbox: %v (stderr %s)", err, errOut)
+	}
+	if st.Code != 3 {
+		t.Errorf("exit code = %d, want 3", st.Code)
+	}
+	for _, want := range []string{"hello\n", "NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if os.Geteuid() == 0 && strings.Contains(out, "\n0\n") {
+		t.Errorf("command ran as uid 0 under a root caller:\n%s", out)
+	}
+}
+
+// TestFailClosed makes each layer unavailable in turn: the sandbox must
+// refuse to start, name the layer, and run nothing.
+func TestFailClosed(t *testing.T) {
+	requireNamespaces(t)
+	layers := []Layer{LayerCgroup, LayerNetNS, LayerMountNS, LayerPIDNS, LayerLandlock, LayerSeccomp}
+	if os.Geteuid() == 0 {
+		layers = append(layers, LayerIDMap)
+	} else {
+		layers = append(layers, LayerUserNS)
+	}
+	for _, l := range layers {
+		t.Run(string(l), func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "ran")
+			_, _, _, err := runSandbox(t, func(s *Spec) {
+				s.Knobs.Unavailable = []Layer{l}
+				// Keep the cgroup waived (this host may have none) except
+				// when it is the layer under test.
+				if l == LayerCgroup {
+					s.AllowDegraded = nil
+				}
+				s.ReadWrite = []string{filepath.Dir(marker)}
+			}, "/bin/sh", "-c", "touch "+marker)
+			var le *LayerError
+			if !errors.As(err, &le) || le.Layer != l {
+				t.Fatalf("err = %v, want a LayerError for %s", err, l)
+			}
+			if !strings.Contains(err.Error(), string(l)) {
+				t.Errorf("error does not name the layer: %v", err)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the command ran although layer %s was missing", l)
+			}
+		})
+	}
+}
+
+// TestDegradedIsExplicit: with --allow-degraded the sandbox runs without
+// the layer, and the audit says so.
+func TestDegradedIsExplicit(t *testing.T) {
+	requireNamespaces(t)
+	for _, l := range []Layer{LayerLandlock, LayerSeccomp} {
+		t.Run(string(l), func(t *testing.T) {
+			var recs []Record
+			var out bytes.Buffer
+			outR, outW, _ := os.Pipe()
+			done := make(chan struct{})
+			go func() { _, _ = out.ReadFrom(outR); close(done) }()
+			spec := Spec{Argv: []string{"/bin/sh", "-c", "grep ^Seccomp: /proc/self/status"}, Home: t.TempDir(), Stdout: outW,
+				AllowDegraded: []Layer{LayerCgroup, l}, Knobs: Knobs{Unavailable: []Layer{l}}}
+			ctx := context.Background()
+			sb, err := (&Linux{Audit: func(r Record) { recs = append(recs, r) }}).Start(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sb.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			outW.Close()
+			<-done
+			found := false
+			for _, r := range recs {
+				if r.Event == "layer" && r.Layer == l && r.State == "degraded" {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no degraded audit record for %s: %+v", l, recs)
+			}
+			if l == LayerSeccomp && !strings.Contains(out.String(), "Seccomp:\t0") {
+				t.Errorf("seccomp degraded but the filter is on: %s", out.String())
+			}
+		})
+	}
+}
+
+func TestCommandNotFound(t *testing.T) {
+	requireNamespaces(t)
+	_, _, _, err := runSandbox(t, nil, "no-such-command-soda")
+	if err == nil || !strings.Contains(err.Error(), "no-such-command-soda") {
+		t.Fatalf("err = %v, want command not found", err)
+	}
+}
+
+func TestTimeoutKillsEverything(t *testing.T) {
+	requireNamespaces(t)
+	start := time.Now()
+	st, _, _, err := runSandbox(t, func(s *Spec) { s.Timeout = 300 * time.Millisecond },
+		"/bin/sh", "-c", "trap '' TERM; sleep 60 & sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.TimedOut {
+		t.Errorf("status %+v: not marked timed out", st)
+	}
+	if d := time.Since(start); d > stopGrace+5*time.Second {
+		t.Errorf("took %s to stop a command ignoring SIGTERM", d)
+	}
+}

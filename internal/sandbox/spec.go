@@ -1,0 +1,299 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/soda-project/soda/internal/egress"
+)
+
+// Layer names one confinement layer. They appear in errors, in the log and
+// in the audit record, and are what --allow-degraded takes.
+type Layer string
+
+// The layers, in the order they are applied.
+const (
+	LayerCgroup   Layer = "cgroup"   // memory/pids/cpu limits, kill-all at teardown
+	LayerUserNS   Layer = "userns"   // user namespace (unprivileged callers)
+	LayerNetNS    Layer = "netns"    // network namespace with loopback only
+	LayerMountNS  Layer = "mountns"  // private root: read-only system, hidden sockets
+	LayerPIDNS    Layer = "pidns"    // PID namespace with a fresh /proc
+	LayerIDMap    Layer = "idmap"    // idmapped mounts for granted paths (root only)
+	LayerLandlock Layer = "landlock" // filesystem access, signal and socket scopes
+	LayerSeccomp  Layer = "seccomp"  // syscall filter
+)
+
+// Layers lists every layer, for help texts and validation.
+var Layers = []Layer{LayerCgroup, LayerUserNS, LayerNetNS, LayerMountNS, LayerPIDNS, LayerIDMap, LayerLandlock, LayerSeccomp}
+
+// Degradable lists the layers --allow-degraded may waive. The namespaces
+// are not: without them nothing else holds (paths, egress, /proc).
+var Degradable = []Layer{LayerCgroup, LayerLandlock, LayerSeccomp, LayerIDMap}
+
+// ParseLayers parses a comma-separated list of degradable layer names.
+func ParseLayers(s string) ([]Layer, error) {
+	var out []Layer
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		l := Layer(f)
+		if !slices.Contains(Degradable, l) {
+			return nil, fmt.Errorf("layer %q cannot be degraded (degradable: %s)", f, joinLayers(Degradable))
+		}
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func joinLayers(ls []Layer) string {
+	s := make([]string, len(ls))
+	for i, l := range ls {
+		s[i] = string(l)
+	}
+	return strings.Join(s, ", ")
+}
+
+// LayerError says that a layer could not be applied, so the sandbox did not
+// start (fail closed).
+type LayerError struct {
+	Layer Layer
+	Err   error
+}
+
+func (e *LayerError) Error() string {
+	if slices.Contains(Degradable, e.Layer) {
+		return fmt.Sprintf("sandbox layer %s cannot be applied: %v (refusing to start without it; --allow-degraded=%s runs without it)", e.Layer, e.Err, e.Layer)
+	}
+	return fmt.Sprintf("sandbox layer %s cannot be applied: %v (the sandbox cannot run without it)", e.Layer, e.Err)
+}
+
+func (e *LayerError) Unwrap() error { return e.Err }
+
+// Limits are the sandbox's resource limits.
+type Limits struct {
+	// MemoryMax is the memory limit in bytes (cgroup memory.max).
+	MemoryMax int64
+	// TasksMax is the process and thread limit (cgroup pids.max).
+	TasksMax int64
+	// CPUPercent is the CPU quota in percent of one CPU (cgroup cpu.max).
+	CPUPercent uint64
+	// TmpSize is the size of the private /tmp tmpfs in bytes.
+	TmpSize int64
+	// NoFile is RLIMIT_NOFILE; FileSize RLIMIT_FSIZE in bytes (0: unlimited).
+	NoFile   uint64
+	FileSize uint64
+}
+
+// DefaultLimits are used for zero fields of Spec.Limits.
+var DefaultLimits = Limits{
+	MemoryMax:  4 << 30,
+	TasksMax:   1024,
+	CPUPercent: 0, // set to 100 × CPUs by Normalize
+	TmpSize:    1 << 30,
+	NoFile:     8192,
+}
+
+// Spec describes a sandboxed process.
+type Spec struct {
+	// ID names the sandbox (scope, state directory, audit); generated when empty.
+	ID string
+	// Argv is the command; Argv[0] is looked up in the sandbox's PATH.
+	Argv []string
+	// Env is the extra environment, filtered by FilterEnv; the sandbox's
+	// base environment (HOME, PATH, TMPDIR, LANG, TERM, proxies) is added.
+	Env []string
+	// TrustedEnv is environment set by the program that starts the sandbox
+	// itself (not by its user), passed unfiltered, e.g. SODA_MCP_CONFIG.
+	TrustedEnv []string
+	// Dir is the working directory (must be inside a granted path or the
+	// sandbox home); empty means the first read-write path, else home.
+	Dir string
+	// ReadOnly and ReadWrite are host paths visible in the sandbox at the
+	// same place; everything else of the host is read-only system (/usr,
+	// /etc, …) or hidden (/home, /root, /run, /tmp, /var/tmp, …).
+	ReadOnly  []string
+	ReadWrite []string
+	// Home is a host directory mounted read-write as the sandbox's $HOME
+	// (/home/agent). It must exist; the caller fills it (agent configs).
+	Home string
+	// Egress is what the sandbox may reach; see package egress.
+	Egress egress.Policy
+	// Limits are the resource limits.
+	Limits Limits
+	// Timeout stops the sandbox (SIGTERM, then SIGKILL 5 s later); 0: none.
+	Timeout time.Duration
+	// AllowDegraded lists layers that may be skipped when unavailable.
+	AllowDegraded []Layer
+	// LandlockMinABI is the lowest Landlock ABI accepted (default 6:
+	// filesystem, truncate, ioctl and the signal/abstract-socket scopes).
+	LandlockMinABI int
+	// Stdin, Stdout, Stderr are passed to the command (nil: /dev/null).
+	Stdin, Stdout, Stderr *os.File
+	// TTY makes Stdin the controlling terminal of the command's session
+	// (a pty from OpenTerminal).
+	TTY bool
+	// Knobs are test switches that make a layer look unavailable.
+	Knobs Knobs
+}
+
+// Knobs make layers fail on purpose, to test that the sandbox fails
+// closed. They are set by tests and by SODA_SANDBOX_TEST_UNAVAILABLE
+// (comma-separated layer names) in sodactl.
+type Knobs struct {
+	Unavailable []Layer
+}
+
+func (k Knobs) unavailable(l Layer) bool { return slices.Contains(k.Unavailable, l) }
+
+// SandboxHome is where Spec.Home appears inside the sandbox.
+const SandboxHome = "/home/agent"
+
+// Normalize fills defaults and checks the spec. Paths are made absolute
+// and symlinks resolved, so that what is granted is what the user meant
+// at launch time (the mounts are made from the resolved paths).
+func (s *Spec) Normalize() error {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return errors.New("sandbox: no command to run")
+	}
+	if s.ID == "" {
+		s.ID = newID()
+	}
+	if !validID(s.ID) {
+		return fmt.Errorf("sandbox: invalid id %q (letters, digits and '-', at most 64)", s.ID)
+	}
+	if s.Home == "" {
+		return errors.New("sandbox: no home directory")
+	}
+	var err error
+	if s.Home, err = resolveDir(s.Home); err != nil {
+		return fmt.Errorf("sandbox home: %w", err)
+	}
+	for i, p := range s.ReadOnly {
+		if s.ReadOnly[i], err = resolveGrant(p); err != nil {
+			return fmt.Errorf("--ro %s: %w", p, err)
+		}
+	}
+	for i, p := range s.ReadWrite {
+		if s.ReadWrite[i], err = resolveGrant(p); err != nil {
+			return fmt.Errorf("--rw %s: %w", p, err)
+		}
+	}
+	if s.Dir == "" {
+		if len(s.ReadWrite) > 0 {
+			s.Dir = s.ReadWrite[0]
+		} else {
+			s.Dir = SandboxHome
+		}
+	} else if s.Dir != SandboxHome {
+		d, err := resolveDir(s.Dir)
+		if err != nil {
+			return fmt.Errorf("working directory: %w", err)
+		}
+		if !insideAny(d, s.ReadWrite) && !insideAny(d, s.ReadOnly) {
+			return fmt.Errorf("working directory %s is not inside a granted path (--rw or --ro)", d)
+		}
+		s.Dir = d
+	}
+	l := &s.Limits
+	if l.MemoryMax == 0 {
+		l.MemoryMax = DefaultLimits.MemoryMax
+	}
+	if l.TasksMax == 0 {
+		l.TasksMax = DefaultLimits.TasksMax
+	}
+	if l.CPUPercent == 0 {
+		l.CPUPercent = uint64(100 * numCPU())
+	}
+	if l.TmpSize == 0 {
+		l.TmpSize = DefaultLimits.TmpSize
+	}
+	if l.NoFile == 0 {
+		l.NoFile = DefaultLimits.NoFile
+	}
+	if l.MemoryMax < 16<<20 {
+		return fmt.Errorf("sandbox: memory limit %d bytes is below 16 MiB", l.MemoryMax)
+	}
+	if l.TasksMax < 8 {
+		return fmt.Errorf("sandbox: task limit %d is below 8", l.TasksMax)
+	}
+	if s.LandlockMinABI == 0 {
+		s.LandlockMinABI = 6
+	}
+	if s.Egress.ProxyPort == 0 {
+		s.Egress.ProxyPort = DefaultProxyPort
+	}
+	return nil
+}
+
+// DefaultProxyPort is the in-sandbox port of the CONNECT proxy.
+const DefaultProxyPort = 18080
+
+// forbiddenGrants are host paths that may never be granted: they are the
+// sandbox's own machinery or would undo its hiding of host sockets.
+var forbiddenGrants = []string{"/", "/proc", "/sys", "/dev", "/run", "/var/run", "/sys/fs/cgroup", "/var/lib/soda", "/etc", "/usr", "/boot"}
+
+func resolveGrant(p string) (string, error) {
+	d, err := resolveDir(p)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range forbiddenGrants {
+		if d == f || (f != "/" && strings.HasPrefix(d, f+"/") && (f == "/proc" || f == "/sys" || f == "/dev" || f == "/run" || f == "/var/run" || f == "/var/lib/soda")) {
+			return "", fmt.Errorf("%s may not be granted to a sandbox", d)
+		}
+	}
+	return d, nil
+}
+
+// resolveDir returns the absolute, symlink-free path of an existing directory.
+func resolveDir(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("empty path")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	r, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(r)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", r)
+	}
+	return r, nil
+}
+
+func insideAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Dedicated uids for sandboxes started by root. Each running sandbox holds
+// one uid of the range, locked with flock(2) on a file in uidLockDir, so
+// that two sandboxes never share a uid (one cannot signal, trace or read
+// the other's files, or reach its sockets by peer credentials). The range
+// sits far above login and system users and systemd's DynamicUser range
+// (61184–65519), below 2^31 so that no tool reads it as negative.
+const (
+	UIDBase    = 2147000000
+	UIDCount   = 10000
+	uidLockDir = "/run/soda/sandbox/uids"
+)
+
+// uidLease is a uid held for the lifetime of one sandbox.
+type uidLease struct {
+	uid  int
+	lock *os.File
+}
+
+// leaseUID locks the first free uid of the range.
+func leaseUID() (*uidLease, error) {
+	if err := os.MkdirAll(uidLockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", uidLockDir, err)
+	}
+	start := os.Getpid() % UIDCount // spread, so that parallel launches rarely collide
+	for i := 0; i < UIDCount; i++ {
+		uid := UIDBase + (start+i)%UIDCount
+		f, err := os.OpenFile(filepath.Join(uidLockDir, strconv.Itoa(uid)), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open uid lock: %w", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				continue
+			}
+			return nil, fmt.Errorf("lock uid %d: %w", uid, err)
+		}
+		return &uidLease{uid: uid, lock: f}, nil
+	}
+	return nil, fmt.Errorf("all %d sandbox uids from %d are in use", UIDCount, UIDBase)
+}
+
+func (l *uidLease) release() {
+	if l != nil && l.lock != nil {
+		l.lock.Close()
+		l.lock = nil
+	}
+}
+
+// idmapNS is a user namespace whose only mapping is "sandbox uid → owner",
+// kept alive by a small process, used to idmap a granted directory so that
+// the sandbox uid acts as the directory's owner there (files it creates
+// belong to the owner on disk, files the owner has are writable to it).
+type idmapNS struct {
+	owner uint32
+	fd    *os.File
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+const holdArg0 = "soda-sandbox-hold"
+
+// newIDMapNS starts a holder process in a new user namespace mapping uid
+// (and gid) inside to ownerUID/ownerGID outside and opens the namespace.
+func newIDMapNS(uid, gid int, ownerUID, ownerGID uint32) (*idmapNS, error) {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{holdArg0}
+	cmd.Env = []string{markerEnv + "=hold"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: int(ownerUID), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: int(ownerGID), Size: 1}},
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start user namespace holder: %w", err)
+	}
+	fd, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	if err != nil {
+		stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("open user namespace: %w", err)
+	}
+	return &idmapNS{owner: ownerUID, fd: fd, cmd: cmd, stdin: stdin}, nil
+}
+
+func (n *idmapNS) close() {
+	n.fd.Close()
+	n.stdin.Close()
+	_ = n.cmd.Process.Kill()
+	_ = n.cmd.Wait()
+}
+
+// runHold blocks until stdin is closed: it only keeps a namespace alive.
+func runHold() int {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}

@@ -1,0 +1,333 @@
+package seccomp
+
+import (
+	"fmt"
+	"slices"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// enosysSyscalls fail with ENOSYS: libraries treat ENOSYS as "this kernel
+// is too old" and fall back (glibc's clone3 to clone, libuv's io_uring to
+// its thread pool).
+var enosysSyscalls = [...]string{
+	"clone3",
+	"io_uring_setup",
+	"io_uring_enter",
+	"io_uring_register",
+}
+
+// epermSyscalls fail with EPERM whatever their arguments. A name absent
+// from an architecture's table (iopl on aarch64, say) must be listed in
+// that table's absent list; it is then skipped there.
+var epermSyscalls = [...]string{
+	// Looking into or steering other processes.
+	"ptrace",
+	"process_vm_readv",
+	"process_vm_writev",
+	"pidfd_getfd",
+	"pidfd_send_signal",
+	"kcmp",
+	"process_madvise",
+	// Mounts, namespaces, root changes.
+	"mount",
+	"umount2",
+	"pivot_root",
+	"chroot",
+	"unshare",
+	"setns",
+	"mount_setattr",
+	"move_mount",
+	"open_tree",
+	"open_tree_attr",
+	"fsopen",
+	"fsconfig",
+	"fsmount",
+	"fspick",
+	// Whole-machine state: power, kernel code, swap, accounting, clocks.
+	"reboot",
+	"kexec_load",
+	"kexec_file_load",
+	"init_module",
+	"finit_module",
+	"delete_module",
+	"create_module",
+	"get_kernel_syms",
+	"query_module",
+	"nfsservctl",
+	"_sysctl",
+	"swapon",
+	"swapoff",
+	"acct",
+	"quotactl",
+	"quotactl_fd",
+	"syslog",
+	"settimeofday",
+	"clock_settime",
+	"clock_adjtime",
+	"adjtimex",
+	"vhangup",
+	"sysfs",
+	"ustat",
+	"uselib",
+	"lookup_dcookie",
+	// Kernel attack surface with no use for the agent's tools.
+	"userfaultfd",
+	"bpf",
+	"perf_event_open",
+	"keyctl",
+	"add_key",
+	"request_key",
+	"lsm_get_self_attr",
+	"lsm_set_self_attr",
+	"lsm_list_modules",
+	"fanotify_init",
+	"migrate_pages",
+	"move_pages",
+	// Anonymous executable files and handle-based opens (bypass paths).
+	"memfd_create",
+	"memfd_secret",
+	"name_to_handle_at",
+	"open_by_handle_at",
+	// x86 hardware access.
+	"iopl",
+	"ioperm",
+	"modify_ldt",
+}
+
+// argSyscalls are the syscalls whose verdict depends on their arguments;
+// build emits one block for each.
+var argSyscalls = [...]string{
+	"clone",
+	"ioctl",
+	"socket",
+	"socketpair",
+	"kill",
+	"personality",
+	"execveat",
+	"prctl",
+}
+
+// Offsets into struct seccomp_data { int nr; __u32 arch; __u64
+// instruction_pointer; __u64 args[6]; }. Seccomp loads 32-bit words in
+// native byte order and every supported architecture is little-endian, so
+// the low half of args[i] is at offArgs+8*i.
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+// argLow returns the offset of the low 32 bits of syscall argument i.
+func argLow(i int) uint32 {
+	return offArgs + 8*uint32(i)
+}
+
+// Filter verdicts.
+const (
+	retAllow  = unix.SECCOMP_RET_ALLOW
+	retKill   = unix.SECCOMP_RET_KILL_PROCESS
+	retEPERM  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	retENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+)
+
+// x32SyscallBit marks x32 syscalls, which run with AUDIT_ARCH_X86_64.
+const x32SyscallBit = 0x40000000
+
+// cloneNamespaceFlags are the clone flags that create namespaces.
+// CLONE_NEWTIME (0x80) overlaps the exit-signal byte of clone(2), so the
+// kernel rejects it there anyway; it is listed for clarity.
+const cloneNamespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
+	unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+	unix.CLONE_NEWTIME
+
+// sockTypeMask selects the socket type from socket(2)'s type argument,
+// leaving out SOCK_CLOEXEC and SOCK_NONBLOCK (the kernel's SOCK_TYPE_MASK).
+const sockTypeMask = 0xf
+
+// Values the argument rules compare against. They are the same on x86_64
+// and aarch64.
+const (
+	personalityLinux = 0          // PER_LINUX
+	personalityQuery = 0xffffffff // personality(0xffffffff) only reads
+	killAll          = 0xffffffff // kill(-1, sig) as a 32-bit pid_t
+)
+
+// archInfo is one architecture's syscall table.
+type archInfo struct {
+	name      string            // Linux architecture name
+	auditArch uint32            // AUDIT_ARCH_* of the native ABI
+	x32       bool              // kill syscall numbers with x32SyscallBit set
+	nums      map[string]uint32 // syscall numbers by name
+	absent    []string          // policy names with no number on this architecture
+}
+
+// lookup returns the number of a syscall named by the policy. ok is false
+// when the syscall does not exist on the architecture; an error means the
+// table is incomplete.
+func (a *archInfo) lookup(name string) (nr uint32, ok bool, err error) {
+	if nr, ok := a.nums[name]; ok {
+		return nr, true, nil
+	}
+	if slices.Contains(a.absent, name) {
+		return 0, false, nil
+	}
+	return 0, false, fmt.Errorf("seccomp: syscall %q has no number in the %s table", name, a.name)
+}
+
+// resolve maps policy names to numbers, skipping the absent ones.
+func (a *archInfo) resolve(names []string) ([]uint32, error) {
+	nrs := make([]uint32, 0, len(names))
+	for _, name := range names {
+		nr, ok, err := a.lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			nrs = append(nrs, nr)
+		}
+	}
+	return nrs, nil
+}
+
+// compiled is a built filter with the rule counts reported by Summary.
+type compiled struct {
+	prog     []bpf.Instruction
+	eperm    int // syscalls refused with EPERM whatever their arguments
+	enosys   int // syscalls refused with ENOSYS
+	kill     int // kill rules: foreign architecture, x32
+	argRules int // syscalls with argument-dependent rules
+}
+
+// build assembles the filter for arch.
+func build(arch *archInfo, opts Options) (*compiled, error) {
+	enosys, err := arch.resolve(enosysSyscalls[:])
+	if err != nil {
+		return nil, err
+	}
+	eperm, err := arch.resolve(epermSyscalls[:])
+	if err != nil {
+		return nil, err
+	}
+	argNrs := make(map[string]uint32, len(argSyscalls))
+	for _, name := range argSyscalls {
+		nr, ok, err := arch.lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("seccomp: %s has no %s syscall", arch.name, name)
+		}
+		argNrs[name] = nr
+	}
+
+	c := &compiled{eperm: len(eperm), enosys: len(enosys), kill: 1, argRules: len(argSyscalls)}
+	a := newAssembler()
+	allow, deny, nosys, kill := a.newLabel(), a.newLabel(), a.newLabel(), a.newLabel()
+
+	// 1. Foreign ABIs die: i386 (int 0x80) and x32 on x86_64, aarch32 on
+	// aarch64. Their syscall numbers mean other things, so no rule below
+	// would apply to them.
+	a.emit(bpf.LoadAbsolute{Off: offArch, Size: 4})
+	a.jumpIf(bpf.JumpEqual, arch.auditArch, next, kill)
+	a.emit(bpf.LoadAbsolute{Off: offNr, Size: 4})
+	if arch.x32 {
+		c.kill++
+		a.jumpIf(bpf.JumpGreaterOrEqual, x32SyscallBit, kill, next)
+	}
+
+	// 2. and 3. Unconditional verdicts.
+	for _, nr := range enosys {
+		a.jumpIf(bpf.JumpEqual, nr, nosys, next)
+	}
+	for _, nr := range eperm {
+		a.jumpIf(bpf.JumpEqual, nr, deny, next)
+	}
+
+	// 4. Argument rules: dispatch on the number, then one block each.
+	blocks := make(map[string]label, len(argSyscalls))
+	for _, name := range argSyscalls {
+		blocks[name] = a.newLabel()
+		a.jumpIf(bpf.JumpEqual, argNrs[name], blocks[name], next)
+	}
+	// 5. Everything else.
+	a.emit(bpf.RetConstant{Val: retAllow})
+
+	// Every argument compared below is a 32-bit int in the kernel's
+	// prototype (clone's flags are truncated with lower_32_bits), so only
+	// the low word is loaded: the kernel ignores the high word, and a
+	// filter that compared it would let 0x5412|1<<32 through as TIOCSTI.
+
+	// clone(flags, …): no new namespaces.
+	a.bind(blocks["clone"])
+	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+	a.jumpIf(bpf.JumpBitsSet, cloneNamespaceFlags, deny, allow)
+
+	// ioctl(fd, cmd, …): no terminal input injection or console takeover.
+	a.bind(blocks["ioctl"])
+	a.emit(bpf.LoadAbsolute{Off: argLow(1), Size: 4})
+	for _, cmd := range []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCCONS} {
+		a.jumpIf(bpf.JumpEqual, cmd, deny, next)
+	}
+	a.jump(allow)
+
+	// socket(domain, type, protocol): TCP and UDP over IPv4 and IPv6, and
+	// AF_UNIX if asked for.
+	a.bind(blocks["socket"])
+	inet := a.newLabel()
+	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.AF_INET, inet, next)
+	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, inet, next)
+	if opts.AllowUnixSockets {
+		a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, allow, next)
+	}
+	a.jump(deny)
+	a.bind(inet)
+	a.emit(bpf.LoadAbsolute{Off: argLow(1), Size: 4})
+	a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask})
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, allow, next)
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, allow, deny)
+
+	// socketpair(domain, …): AF_UNIX only.
+	a.bind(blocks["socketpair"])
+	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, allow, deny)
+
+	// kill(pid, sig): not every process at once.
+	a.bind(blocks["kill"])
+	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+	a.jumpIf(bpf.JumpEqual, killAll, deny, allow)
+
+	// personality(persona): query or plain PER_LINUX only.
+	a.bind(blocks["personality"])
+	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+	a.jumpIf(bpf.JumpEqual, personalityLinux, allow, next)
+	a.jumpIf(bpf.JumpEqual, personalityQuery, allow, deny)
+
+	// execveat(dirfd, path, argv, envp, flags): no exec of an open fd.
+	a.bind(blocks["execveat"])
+	a.emit(bpf.LoadAbsolute{Off: argLow(4), Size: 4})
+	a.jumpIf(bpf.JumpBitsSet, unix.AT_EMPTY_PATH, deny, allow)
+
+	// prctl(option, …): no rewriting of the memory map's descriptors.
+	a.bind(blocks["prctl"])
+	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.PR_SET_MM, deny, allow)
+
+	a.bind(allow)
+	a.emit(bpf.RetConstant{Val: retAllow})
+	a.bind(deny)
+	a.emit(bpf.RetConstant{Val: retEPERM})
+	a.bind(nosys)
+	a.emit(bpf.RetConstant{Val: retENOSYS})
+	a.bind(kill)
+	a.emit(bpf.RetConstant{Val: retKill})
+
+	prog, err := a.assemble()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: assemble %s filter: %w", arch.name, err)
+	}
+	c.prog = prog
+	return c, nil
+}

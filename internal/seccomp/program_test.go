@@ -1,0 +1,520 @@
+//go:build linux && (amd64 || arm64)
+
+package seccomp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Personality flags not exported by x/sys/unix (include/uapi/linux/personality.h).
+const (
+	addrNoRandomize = 0x0040000
+	readImpliesExec = 0x0400000
+	perLinux32      = 0x0008
+)
+
+// seccompData mirrors struct seccomp_data.
+type seccompData struct {
+	NR   int32
+	Arch uint32
+	IP   uint64
+	Args [6]uint64
+}
+
+// kernelBytes is seccomp_data as the kernel hands it to the filter on a
+// little-endian machine.
+func (d seccompData) kernelBytes() []byte {
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.LittleEndian, d); err != nil {
+		panic(err) // fixed-size struct: cannot fail
+	}
+	return buf.Bytes()
+}
+
+// vmInput converts kernel bytes for x/net/bpf's VM. The kernel loads each
+// 32-bit word in native (little-endian) order; the VM, written for
+// packets, loads in network order. Byte-swapping every word keeps each
+// word at its kernel offset while giving the VM the kernel's value, so the
+// real program runs unchanged.
+func vmInput(kernel []byte) []byte {
+	out := make([]byte, len(kernel))
+	for off := 0; off+4 <= len(kernel); off += 4 {
+		binary.BigEndian.PutUint32(out[off:], binary.LittleEndian.Uint32(kernel[off:]))
+	}
+	return out
+}
+
+// nativeAudit is AUDIT_ARCH of the running architecture.
+func nativeAudit(t *testing.T) uint32 {
+	t.Helper()
+	arch, err := nativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arch.auditArch
+}
+
+// call is a native-architecture seccomp_data for syscall nr.
+func call(t *testing.T, nr uintptr, args ...uint64) seccompData {
+	t.Helper()
+	d := seccompData{NR: int32(nr), Arch: nativeAudit(t), IP: 0x7fff_dead_beef}
+	copy(d.Args[:], args)
+	return d
+}
+
+// nrOf returns the number the table gives a syscall, failing when absent.
+func nrOf(t *testing.T, name string) uintptr {
+	t.Helper()
+	arch, err := nativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr, ok := arch.nums[name]
+	if !ok {
+		t.Fatalf("no %s on %s", name, arch.name)
+	}
+	return uintptr(nr)
+}
+
+// newVM loads the filter exactly as Program returns it.
+func newVM(t *testing.T, opts Options) *bpf.VM {
+	t.Helper()
+	prog, err := Program(opts)
+	if err != nil {
+		t.Fatalf("Program: %v", err)
+	}
+	raw := make([]bpf.RawInstruction, len(prog))
+	for i, f := range prog {
+		raw[i] = bpf.RawInstruction{Op: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}
+	}
+	insns, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatalf("filter has instructions the VM cannot decode: %v", insns)
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatalf("bpf.NewVM: %v", err)
+	}
+	return vm
+}
+
+// verdict runs the filter on d.
+func verdict(t *testing.T, vm *bpf.VM, d seccompData) uint32 {
+	t.Helper()
+	ret, err := vm.Run(vmInput(d.kernelBytes()))
+	if err != nil {
+		t.Fatalf("vm.Run: %v", err)
+	}
+	return uint32(ret)
+}
+
+// verdictName makes verdicts readable in failures.
+func verdictName(v uint32) string {
+	switch v {
+	case retAllow:
+		return "ALLOW"
+	case retKill:
+		return "KILL_PROCESS"
+	case retEPERM:
+		return "ERRNO(EPERM)"
+	case retENOSYS:
+		return "ERRNO(ENOSYS)"
+	}
+	return fmt.Sprintf("%#x", v)
+}
+
+func TestVMInputLayout(t *testing.T) {
+	d := seccompData{NR: 0x01020304, Arch: 0xc000003e, IP: 0x1111_2222_3333_4444}
+	d.Args[1] = 0x0000_0001_0000_5412
+	b := vmInput(d.kernelBytes())
+	tests := []struct {
+		name string
+		off  uint32
+		want uint32
+	}{
+		{"nr", offNr, 0x01020304},
+		{"arch", offArch, 0xc000003e},
+		{"ip low", 8, 0x3333_4444},
+		{"args[1] low", argLow(1), 0x5412},
+		{"args[1] high", argLow(1) + 4, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := binary.BigEndian.Uint32(b[tc.off:]); got != tc.want {
+				t.Errorf("word at %d = %#x, want %#x", tc.off, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProgramRules(t *testing.T) {
+	const hi = uint64(1) << 32 // set in the high word, ignored by the kernel
+	x86 := runtime.GOARCH == "amd64"
+	killOnX86 := func() uint32 {
+		if x86 {
+			return retKill
+		}
+		return retAllow // aarch64 has no x32 ABI; the kernel answers ENOSYS
+	}()
+	foreign := map[bool]uint32{true: unix.AUDIT_ARCH_AARCH64, false: unix.AUDIT_ARCH_X86_64}[x86]
+	unixOn := Options{AllowUnixSockets: true}
+
+	tests := []struct {
+		name string
+		opts Options
+		data seccompData
+		want uint32
+	}{
+		// 1. Architecture.
+		{"i386 getpid (int 0x80)", Options{}, seccompData{NR: 20, Arch: unix.AUDIT_ARCH_I386}, retKill},
+		{"arm (aarch32)", Options{}, seccompData{NR: 20, Arch: unix.AUDIT_ARCH_ARM}, retKill},
+		{"other 64-bit arch", Options{}, seccompData{NR: int32(unix.SYS_GETPID), Arch: foreign}, retKill},
+		{"arch zero", Options{}, seccompData{NR: int32(unix.SYS_GETPID)}, retKill},
+		{"x32 getpid", Options{}, call(t, x32SyscallBit|39), killOnX86},
+		{"x32 read", Options{}, call(t, x32SyscallBit|0), killOnX86},
+		{"nr 0xffffffff", Options{}, call(t, 0xffffffff), killOnX86},
+		{"highest non-x32 nr", Options{}, call(t, x32SyscallBit-1), retAllow},
+
+		// Plain syscalls the tools need.
+		{"read", Options{}, call(t, unix.SYS_READ), retAllow},
+		{"openat", Options{}, call(t, unix.SYS_OPENAT), retAllow},
+		{"execve", Options{}, call(t, unix.SYS_EXECVE), retAllow},
+		{"wait4", Options{}, call(t, unix.SYS_WAIT4), retAllow},
+		{"futex", Options{}, call(t, unix.SYS_FUTEX), retAllow},
+		{"tkill", Options{}, call(t, unix.SYS_TKILL, 0xffffffff), retAllow},
+		{"tgkill", Options{}, call(t, unix.SYS_TGKILL), retAllow},
+		{"mbind", Options{}, call(t, unix.SYS_MBIND), retAllow},
+		{"set_mempolicy", Options{}, call(t, unix.SYS_SET_MEMPOLICY), retAllow},
+		{"seccomp (stacking)", Options{}, call(t, unix.SYS_SECCOMP), retAllow},
+		{"landlock_create_ruleset", Options{}, call(t, unix.SYS_LANDLOCK_CREATE_RULESET), retAllow},
+		{"connect (pointer args are not seen)", Options{}, call(t, unix.SYS_CONNECT), retAllow},
+
+		// 2. ENOSYS.
+		{"clone3", Options{}, call(t, unix.SYS_CLONE3), retENOSYS},
+		{"io_uring_setup", Options{}, call(t, unix.SYS_IO_URING_SETUP), retENOSYS},
+		{"io_uring_enter", Options{}, call(t, unix.SYS_IO_URING_ENTER), retENOSYS},
+		{"io_uring_register", Options{}, call(t, unix.SYS_IO_URING_REGISTER), retENOSYS},
+
+		// 3. A sample of the unconditional EPERMs (all: TestProgramSweep).
+		{"ptrace", Options{}, call(t, unix.SYS_PTRACE, unix.PTRACE_TRACEME), retEPERM},
+		{"unshare", Options{}, call(t, unix.SYS_UNSHARE, unix.CLONE_FILES), retEPERM},
+		{"memfd_create", Options{}, call(t, unix.SYS_MEMFD_CREATE), retEPERM},
+		{"open_tree_attr", Options{}, call(t, nrOf(t, "open_tree_attr")), retEPERM},
+		{"lsm_list_modules", Options{}, call(t, nrOf(t, "lsm_list_modules")), retEPERM},
+
+		// 4. clone: flags are arg0 on both architectures.
+		{"clone fork", Options{}, call(t, unix.SYS_CLONE, uint64(unix.SIGCHLD)), retAllow},
+		{"clone thread", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_FS|unix.CLONE_FILES|
+			unix.CLONE_SIGHAND|unix.CLONE_THREAD|unix.CLONE_SYSVSEM|unix.CLONE_SETTLS|
+			unix.CLONE_PARENT_SETTID|unix.CLONE_CHILD_CLEARTID), retAllow},
+		{"clone vfork pidfd", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_VFORK|unix.CLONE_PIDFD|uint64(unix.SIGCHLD)), retAllow},
+		{"clone high word only", Options{}, call(t, unix.SYS_CLONE, hi|uint64(unix.SIGCHLD)), retAllow},
+		{"clone NEWUSER", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWUSER|uint64(unix.SIGCHLD)), retEPERM},
+		{"clone NEWNS", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWNS), retEPERM},
+		{"clone NEWCGROUP", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWCGROUP), retEPERM},
+		{"clone NEWUTS", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWUTS), retEPERM},
+		{"clone NEWIPC", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWIPC), retEPERM},
+		{"clone NEWPID", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWPID), retEPERM},
+		{"clone NEWNET", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWNET|hi), retEPERM},
+		{"clone NEWTIME", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWTIME), retEPERM},
+
+		// ioctl: cmd is arg1, compared on its low 32 bits.
+		{"ioctl TIOCSTI", Options{}, call(t, unix.SYS_IOCTL, 0, unix.TIOCSTI), retEPERM},
+		{"ioctl TIOCSTI high bit", Options{}, call(t, unix.SYS_IOCTL, 0, hi|unix.TIOCSTI), retEPERM},
+		{"ioctl TIOCSTI all high bits", Options{}, call(t, unix.SYS_IOCTL, 0, 0xffffffff_00000000|unix.TIOCSTI), retEPERM},
+		{"ioctl TIOCLINUX", Options{}, call(t, unix.SYS_IOCTL, 0, unix.TIOCLINUX), retEPERM},
+		{"ioctl TIOCCONS", Options{}, call(t, unix.SYS_IOCTL, 0, hi|unix.TIOCCONS), retEPERM},
+		{"ioctl TIOCGWINSZ", Options{}, call(t, unix.SYS_IOCTL, 0, unix.TIOCGWINSZ), retAllow},
+		{"ioctl TCGETS", Options{}, call(t, unix.SYS_IOCTL, 1, unix.TCGETS), retAllow},
+		{"ioctl FIONREAD (TIOCINQ)", Options{}, call(t, unix.SYS_IOCTL, 3, unix.TIOCINQ), retAllow},
+		{"ioctl TIOCSTI value in arg2", Options{}, call(t, unix.SYS_IOCTL, unix.TIOCSTI, unix.TIOCGWINSZ, unix.TIOCSTI), retAllow},
+
+		// socket: domain arg0, type arg1 & 0xf.
+		{"socket inet stream", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM), retAllow},
+		{"socket inet stream|cloexec", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
+		{"socket inet6 dgram|nonblock|cloexec", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP), retAllow},
+		{"socket inet6 stream", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_STREAM), retAllow},
+		{"socket inet dgram icmp (ping)", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP), retAllow},
+		{"socket inet high word in domain", Options{}, call(t, unix.SYS_SOCKET, hi|unix.AF_INET, unix.SOCK_STREAM), retAllow},
+		{"socket inet raw", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP), retEPERM},
+		{"socket inet6 raw|cloexec", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC), retEPERM},
+		{"socket inet seqpacket", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_SEQPACKET), retEPERM},
+		{"socket inet packet", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_PACKET), retEPERM},
+		{"socket inet type 0", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, 0), retEPERM},
+		{"socket unix default", Options{}, call(t, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retEPERM},
+		{"socket unix allowed stream", unixOn, call(t, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
+		{"socket unix allowed dgram", unixOn, call(t, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_DGRAM), retAllow},
+		{"socket unix allowed high word", unixOn, call(t, unix.SYS_SOCKET, hi|unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
+		{"socket unspec", unixOn, call(t, unix.SYS_SOCKET, unix.AF_UNSPEC, unix.SOCK_STREAM), retEPERM},
+		{"socket netlink", unixOn, call(t, unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE), retEPERM},
+		{"socket netlink dgram", Options{}, call(t, unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_DGRAM), retEPERM},
+		{"socket packet", unixOn, call(t, unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_DGRAM), retEPERM},
+		{"socket vsock", unixOn, call(t, unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
+		{"socket alg", unixOn, call(t, unix.SYS_SOCKET, unix.AF_ALG, unix.SOCK_SEQPACKET), retEPERM},
+		{"socket key", unixOn, call(t, unix.SYS_SOCKET, unix.AF_KEY, unix.SOCK_RAW), retEPERM},
+		{"socket bluetooth", unixOn, call(t, unix.SYS_SOCKET, unix.AF_BLUETOOTH, unix.SOCK_STREAM), retEPERM},
+		{"socket netlink with inet high word", Options{}, call(t, unix.SYS_SOCKET, uint64(unix.AF_INET)<<32|unix.AF_NETLINK, unix.SOCK_DGRAM), retEPERM},
+
+		// socketpair: AF_UNIX only.
+		{"socketpair unix", Options{}, call(t, unix.SYS_SOCKETPAIR, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
+		{"socketpair unix seqpacket", Options{}, call(t, unix.SYS_SOCKETPAIR, unix.AF_UNIX, unix.SOCK_SEQPACKET), retAllow},
+		{"socketpair inet", unixOn, call(t, unix.SYS_SOCKETPAIR, unix.AF_INET, unix.SOCK_STREAM), retEPERM},
+		{"socketpair netlink", Options{}, call(t, unix.SYS_SOCKETPAIR, unix.AF_NETLINK, unix.SOCK_RAW), retEPERM},
+
+		// kill: pid arg0 as a 32-bit pid_t.
+		{"kill -1", Options{}, call(t, unix.SYS_KILL, 0xffffffff, uint64(unix.SIGKILL)), retEPERM},
+		{"kill -1 sign-extended", Options{}, call(t, unix.SYS_KILL, 0xffffffff_ffffffff, 0), retEPERM},
+		{"kill 0", Options{}, call(t, unix.SYS_KILL, 0, uint64(unix.SIGTERM)), retAllow},
+		{"kill 123", Options{}, call(t, unix.SYS_KILL, 123, uint64(unix.SIGTERM)), retAllow},
+		{"kill -123 (process group)", Options{}, call(t, unix.SYS_KILL, 0xffffffff_ffffff85, uint64(unix.SIGTERM)), retAllow},
+
+		// personality: arg0.
+		{"personality PER_LINUX", Options{}, call(t, unix.SYS_PERSONALITY, 0), retAllow},
+		{"personality query", Options{}, call(t, unix.SYS_PERSONALITY, 0xffffffff), retAllow},
+		{"personality ADDR_NO_RANDOMIZE", Options{}, call(t, unix.SYS_PERSONALITY, addrNoRandomize), retEPERM},
+		{"personality READ_IMPLIES_EXEC", Options{}, call(t, unix.SYS_PERSONALITY, readImpliesExec), retEPERM},
+		{"personality PER_LINUX32", Options{}, call(t, unix.SYS_PERSONALITY, perLinux32), retEPERM},
+
+		// execveat: flags arg4.
+		{"execveat AT_EMPTY_PATH", Options{}, call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_EMPTY_PATH), retEPERM},
+		{"execveat AT_EMPTY_PATH|NOFOLLOW", Options{}, call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW), retEPERM},
+		{"execveat path", Options{}, call(t, unix.SYS_EXECVEAT, unix.AT_FDCWD&0xffffffff, 0, 0, 0, 0), retAllow},
+		{"execveat NOFOLLOW", Options{}, call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_SYMLINK_NOFOLLOW), retAllow},
+		{"execveat AT_EMPTY_PATH in arg3", Options{}, call(t, unix.SYS_EXECVEAT, 3, 0, 0, unix.AT_EMPTY_PATH, 0), retAllow},
+
+		// prctl: option arg0.
+		{"prctl PR_SET_MM", Options{}, call(t, unix.SYS_PRCTL, unix.PR_SET_MM, unix.PR_SET_MM_START_CODE), retEPERM},
+		{"prctl PR_SET_MM high word", Options{}, call(t, unix.SYS_PRCTL, hi|unix.PR_SET_MM), retEPERM},
+		{"prctl PR_SET_NAME", Options{}, call(t, unix.SYS_PRCTL, unix.PR_SET_NAME), retAllow},
+		{"prctl PR_SET_NO_NEW_PRIVS", Options{}, call(t, unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1), retAllow},
+		{"prctl PR_SET_PDEATHSIG", Options{}, call(t, unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uint64(unix.SIGKILL)), retAllow},
+	}
+	vms := map[Options]*bpf.VM{{}: newVM(t, Options{}), unixOn: newVM(t, unixOn)}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := verdict(t, vms[tc.opts], tc.data); got != tc.want {
+				t.Errorf("nr %d arch %#x args %#x: got %s, want %s",
+					tc.data.NR, tc.data.Arch, tc.data.Args, verdictName(got), verdictName(tc.want))
+			}
+		})
+	}
+}
+
+// TestProgramSweep checks every syscall number below 1024 with zero
+// arguments against the tables, for both option values.
+func TestProgramSweep(t *testing.T) {
+	arch, err := nativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[uint32]uint32)
+	for _, name := range epermSyscalls {
+		if nr, ok := arch.nums[name]; ok {
+			want[nr] = retEPERM
+		}
+	}
+	for _, name := range enosysSyscalls {
+		want[arch.nums[name]] = retENOSYS
+	}
+	// Argument rules with all-zero arguments.
+	want[arch.nums["socket"]] = retEPERM     // AF_UNSPEC
+	want[arch.nums["socketpair"]] = retEPERM // AF_UNSPEC
+	for _, name := range []string{"clone", "ioctl", "kill", "personality", "execveat", "prctl"} {
+		want[arch.nums[name]] = retAllow
+	}
+	if got := len(want); got != len(arch.nums) {
+		t.Fatalf("%d distinct numbers for %d names: two names share a number", got, len(arch.nums))
+	}
+
+	for _, opts := range []Options{{}, {AllowUnixSockets: true}} {
+		vm := newVM(t, opts)
+		for nr := uint32(0); nr < 1024; nr++ {
+			w, ok := want[nr]
+			if !ok {
+				w = retAllow
+			}
+			if got := verdict(t, vm, call(t, uintptr(nr))); got != w {
+				t.Errorf("opts %+v: syscall %d: got %s, want %s", opts, nr, verdictName(got), verdictName(w))
+			}
+		}
+	}
+}
+
+func TestProgramShape(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"default", Options{}},
+		{"unix sockets", Options{AllowUnixSockets: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, err := Program(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(prog) == 0 || len(prog) > 4096 { // BPF_MAXINSNS
+				t.Fatalf("program has %d instructions", len(prog))
+			}
+			// ld [4] (arch) first, a return last.
+			if first := prog[0]; first.Code != unix.BPF_LD|unix.BPF_W|unix.BPF_ABS || first.K != offArch {
+				t.Errorf("first instruction %+v, want ld [%d]", first, offArch)
+			}
+			if last := prog[len(prog)-1]; last.Code != unix.BPF_RET|unix.BPF_K {
+				t.Errorf("last instruction %+v is not a return", last)
+			}
+			// Only loads within seccomp_data (64 bytes), 32-bit aligned.
+			for i, f := range prog {
+				if f.Code&0x07 == unix.BPF_LD && (f.K%4 != 0 || f.K >= 64) {
+					t.Errorf("instruction %d loads offset %d", i, f.K)
+				}
+			}
+			sum := Summary(tc.opts)
+			if sum["instructions"] != len(prog) {
+				t.Errorf("Summary instructions = %d, program has %d", sum["instructions"], len(prog))
+			}
+		})
+	}
+}
+
+func TestSummary(t *testing.T) {
+	arch, err := nativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kill := 1
+	if arch.x32 {
+		kill = 2
+	}
+	want := map[string]int{
+		"errno_eperm": len(epermSyscalls) - len(arch.absent),
+		"enosys":      len(enosysSyscalls),
+		"kill":        kill,
+		"arg_rules":   len(argSyscalls),
+	}
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"default", Options{}},
+		{"unix sockets", Options{AllowUnixSockets: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Summary(tc.opts)
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("Summary[%q] = %d, want %d", k, got[k], v)
+				}
+			}
+			if len(got) != len(want)+1 {
+				t.Errorf("Summary keys = %v", got)
+			}
+			t.Logf("%s: %v", arch.name, got)
+		})
+	}
+	if d := Summary(Options{AllowUnixSockets: true})["instructions"] - Summary(Options{})["instructions"]; d != 1 {
+		t.Errorf("AllowUnixSockets adds %d instructions, want 1", d)
+	}
+}
+
+func TestArchTable(t *testing.T) {
+	arch, err := nativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := map[string]bool{}
+	for _, list := range [][]string{enosysSyscalls[:], epermSyscalls[:], argSyscalls[:]} {
+		for _, name := range list {
+			if policy[name] {
+				t.Errorf("%s is in the policy twice", name)
+			}
+			policy[name] = true
+		}
+	}
+	for name := range arch.nums {
+		if !policy[name] {
+			t.Errorf("%s table has %s, which no rule uses", arch.name, name)
+		}
+	}
+	for _, name := range arch.absent {
+		if _, ok := arch.nums[name]; ok {
+			t.Errorf("%s is both absent and numbered", name)
+		}
+		if !policy[name] {
+			t.Errorf("absent %s is not in the policy", name)
+		}
+	}
+	for name := range policy {
+		if _, _, err := arch.lookup(name); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestAssembler(t *testing.T) {
+	tests := []struct {
+		name    string
+		build   func(a *assembler)
+		wantErr bool
+	}{
+		{"forward jump", func(a *assembler) {
+			l := a.newLabel()
+			a.jumpIf(bpf.JumpEqual, 1, l, next)
+			a.emit(bpf.RetConstant{Val: 0})
+			a.bind(l)
+			a.emit(bpf.RetConstant{Val: 1})
+		}, false},
+		{"conditional jump of 256", func(a *assembler) {
+			l := a.newLabel()
+			a.jumpIf(bpf.JumpEqual, 1, l, next)
+			for range 256 {
+				a.emit(bpf.RetConstant{Val: 0})
+			}
+			a.bind(l)
+			a.emit(bpf.RetConstant{Val: 1})
+		}, true},
+		{"unconditional jump of 256", func(a *assembler) {
+			l := a.newLabel()
+			a.jump(l)
+			for range 256 {
+				a.emit(bpf.RetConstant{Val: 0})
+			}
+			a.bind(l)
+			a.emit(bpf.RetConstant{Val: 1})
+		}, false},
+		{"unbound label", func(a *assembler) {
+			a.jump(a.newLabel())
+			a.emit(bpf.RetConstant{Val: 0})
+		}, true},
+		{"label past the end", func(a *assembler) {
+			l := a.newLabel()
+			a.jump(l)
+			a.emit(bpf.RetConstant{Val: 0})
+			a.bind(l)
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAssembler()
+			tc.build(a)
+			prog, err := a.assemble()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("assemble: err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if err == nil {
+				if _, err := bpf.NewVM(prog); err != nil {
+					t.Errorf("bpf.NewVM: %v", err)
+				}
+			}
+		})
+	}
+}
