@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -47,6 +48,10 @@ func runInit() int {
 	}
 
 	_ = unix.Sethostname([]byte("soda-sandbox"))
+	// A session keyring of its own: the caller's keys are not possessed.
+	if _, err := unix.KeyctlJoinSessionKeyring("soda-sandbox"); err != nil {
+		return fail("", fmt.Errorf("join a new session keyring: %w", err))
+	}
 	if err := loopbackUp(); err != nil {
 		return fail(LayerNetNS, fmt.Errorf("bring up loopback: %w", err))
 	}
@@ -63,6 +68,10 @@ func runInit() int {
 	report(statusMsg{Layer: LayerNetNS, State: "applied", Detail: fmt.Sprintf("loopback only; relay on 127.0.0.1 ports %v", cfg.RelayPorts)})
 
 	if err := buildRoot(&cfg, userns); err != nil {
+		var lf *layerFailure
+		if errors.As(err, &lf) {
+			return fail(lf.layer, lf.err)
+		}
 		return fail(LayerMountNS, err)
 	}
 	for _, f := range userns {
@@ -70,7 +79,9 @@ func runInit() int {
 	}
 	report(statusMsg{Layer: LayerMountNS, State: "applied", Detail: "private root: read-only system, host sockets and homes hidden"})
 	report(statusMsg{Layer: LayerPIDNS, State: "applied", Detail: "fresh /proc"})
-	if len(cfg.IDMaps) > 0 {
+	if len(cfg.idmapDegraded) > 0 {
+		report(statusMsg{Layer: LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})
+	} else if len(cfg.IDMaps) > 0 {
 		report(statusMsg{Layer: LayerIDMap, State: "applied", Detail: fmt.Sprintf("%d granted paths idmapped to uid %d", len(cfg.IDMaps), cfg.UID)})
 	}
 

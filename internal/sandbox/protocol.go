@@ -56,6 +56,8 @@ type initConfig struct {
 	StdinIsTTY   bool           `json:"stdin_tty"`
 	LogDebug     bool           `json:"debug,omitempty"`
 	ForwardProxy uint16         `json:"proxy_port"`
+
+	idmapDegraded []string // grants mounted without idmap (init only)
 }
 
 // statusMsg is one line init writes on the status pipe.

@@ -38,6 +38,15 @@ var hiddenTop = []string{"run", "home", "root", "mnt", "media", "lost+found", "t
 // too; missing ones are skipped.
 var hiddenBelow = []string{"/var/run", "/var/tmp", "/var/lib/soda", "/var/lib/sss/pipes", "/var/spool/cron", "/etc/soda"}
 
+// layerFailure is an error of buildRoot that belongs to another layer
+// than the mount namespace.
+type layerFailure struct {
+	layer Layer
+	err   error
+}
+
+func (f *layerFailure) Error() string { return f.err.Error() }
+
 func buildRoot(cfg *initConfig, userns []*os.File) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -74,6 +83,9 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 			}
 			if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 				return fmt.Errorf("mount fresh /proc: %w", err)
+			}
+			if err := maskProc(); err != nil {
+				return err
 			}
 		case name == "dev":
 			if err := buildDev(cfg); err != nil {
@@ -154,7 +166,15 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 		if err := os.MkdirAll(g.path, 0o755); err != nil {
 			return fmt.Errorf("mount point for %s: %w", g.path, err)
 		}
-		if err := bindGrant(oldRoot+g.path, g.path, g.ro, ns); err != nil {
+		err := bindGrant(oldRoot+g.path, g.path, g.ro, ns)
+		if err != nil && ns != nil {
+			if !degraded(cfg, LayerIDMap) {
+				return &layerFailure{LayerIDMap, fmt.Errorf("mount %s: %w", g.path, err)}
+			}
+			cfg.idmapDegraded = append(cfg.idmapDegraded, fmt.Sprintf("%s: %v", g.path, err))
+			err = bindGrant(oldRoot+g.path, g.path, g.ro, nil)
+		}
+		if err != nil {
 			return fmt.Errorf("mount %s: %w", g.path, err)
 		}
 	}
@@ -172,6 +192,27 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 		}
 		if err := setAttr(p, unix.MOUNT_ATTR_RDONLY, false); err != nil {
 			return fmt.Errorf("make %s read-only: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// maskedProc are /proc files that are not per PID namespace and tell a
+// sandbox about the host: key descriptions of the caller's keyrings, kernel
+// memory and timers, scheduler state. They are covered with /dev/null (as
+// container runtimes do); missing ones are skipped.
+var maskedProc = []string{"/proc/keys", "/proc/key-users", "/proc/kcore", "/proc/timer_list", "/proc/sched_debug", "/proc/latency_stats", "/proc/sysrq-trigger", "/proc/kallsyms", "/proc/kmsg"}
+
+func maskProc() error {
+	for _, p := range maskedProc {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount(oldRoot+"/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mask %s: %w", p, err)
+		}
+		if err := setAttr(p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false); err != nil {
+			return fmt.Errorf("mask %s: %w", p, err)
 		}
 	}
 	return nil
@@ -221,7 +262,7 @@ func bindGrant(src, dst string, ro bool, ns *os.File) error {
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{
 		Attr_set: attr | unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd()),
 	}); err != nil {
-		return fmt.Errorf("idmap (%s: does its filesystem support idmapped mounts?): %w", LayerIDMap, err)
+		return fmt.Errorf("idmapped mount (does this filesystem support idmapped mounts?): %w", err)
 	}
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount: %w", err)

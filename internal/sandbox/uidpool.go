@@ -75,16 +75,20 @@ type idmapNS struct {
 
 const holdArg0 = "soda-sandbox-hold"
 
-// newIDMapNS starts a holder process in a new user namespace mapping uid
-// (and gid) inside to ownerUID/ownerGID outside and opens the namespace.
+// newIDMapNS starts a holder process in a new user namespace mapping
+// ownerUID/ownerGID inside to uid/gid outside and opens the namespace.
 func newIDMapNS(uid, gid int, ownerUID, ownerGID uint32) (*idmapNS, error) {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{holdArg0}
 	cmd.Env = []string{markerEnv + "=hold"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: int(ownerUID), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: int(ownerGID), Size: 1}},
+		// An idmapped mount shows an id stored on disk (the namespace's
+		// inside value) as the outside value: the owner's files appear as
+		// the sandbox uid's, and what the sandbox creates is stored as the
+		// owner's.
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: int(ownerUID), HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(ownerGID), HostID: gid, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
 	stdin, err := cmd.StdinPipe()

@@ -1,0 +1,263 @@
+// Package sandboxtest runs sodactl run against a real systemd, the real
+// kernel sandbox and real MCP servers: the escape battery (test/sbxprobe)
+// as root and as an ordinary user, egress through the relay and proxy, an
+// agent-shaped MCP workload, resource limits and fail-closed refusals.
+//
+// It needs root and boots a throw-away systemd 252 (test/box/sdbox, cgroup
+// hybrid, so MemoryMax/TasksMax/CPUQuota are enforced); run it with
+// "make test-e2e" (SODA_E2E=1). Inside the box, nothing leaves loopback:
+// names used by the tests are resolved from the box's /etc/hosts.
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Fixed loopback ports inside the box.
+const (
+	mcpPort   = 18111 // soda-mcpd bridging server-everything
+	echoPort  = 18222 // granted (--allow-private) echo target
+	hostPort  = 18333 // a host service nothing grants
+	testUID   = 1001
+	testUser  = "tester"
+	boxCgroup = "hybrid"
+)
+
+// env is the test environment shared by every test of the package.
+type env struct {
+	repo    string // module root
+	bin     string // built binaries and fixtures, bound into the box
+	box     string // sdbox DIR
+	sdbox   string
+	skipMsg string
+	hostPID string // pid of listeners.py in the box
+}
+
+var theEnv env
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if os.Getenv("SODA_E2E") != "1" {
+			theEnv.skipMsg = "SKIP: sandbox end-to-end tests need root and a systemd box; run them with make test-e2e (SODA_E2E=1)"
+			return m.Run()
+		}
+		if os.Geteuid() != 0 {
+			theEnv.skipMsg = "SKIP: needs root (boots systemd in a box)"
+			return m.Run()
+		}
+		if err := theEnv.setup(); err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox e2e setup: %v\n", err)
+			theEnv.teardown()
+			return 1
+		}
+		defer theEnv.teardown()
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func requireEnv(t *testing.T) *env {
+	t.Helper()
+	if theEnv.skipMsg != "" {
+		t.Skip(theEnv.skipMsg)
+	}
+	return &theEnv
+}
+
+func (e *env) setup() error {
+	_, file, _, _ := runtime.Caller(0)
+	e.repo = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	e.sdbox = filepath.Join(e.repo, "test", "box", "sdbox")
+	var err error
+	// Not under /tmp or /var/tmp: the box and the sandbox have their own.
+	// On the host's disk (bound into the box), where idmapped mounts work,
+	// unlike on the box's overlay.
+	if e.bin, err = os.MkdirTemp("/var/lib", "soda-sbx-e2e-"); err != nil {
+		return err
+	}
+	if err := os.Chmod(e.bin, 0o755); err != nil {
+		return err
+	}
+	for _, pkg := range []string{"cmd/sodactl", "cmd/soda-mcpd", "test/sbxprobe"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(e.bin, filepath.Base(pkg)), "./"+pkg)
+		build.Dir = e.repo
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	// The MCP server the sandbox is granted.
+	everything := filepath.Join(e.repo, "test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	if _, err := os.Stat(everything); err != nil {
+		return fmt.Errorf("server-everything missing (make deps-test): %w", err)
+	}
+	// Audit files of both users' runs.
+	if err := os.Mkdir(filepath.Join(e.bin, "audit"), 0o777); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Join(e.bin, "audit"), 0o1777); err != nil {
+		return err
+	}
+	cfgDir := filepath.Join(e.bin, "mcp")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf("[Server]\nExecStart=node %s stdio\n\n[Bridge]\nListen=127.0.0.1:%d\nTokenFile=%s/everything.token\n", everything, mcpPort, cfgDir)
+	if err := os.WriteFile(filepath.Join(cfgDir, "everything.conf"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+
+	if e.box, err = os.MkdirTemp("/var/tmp", "soda-sbx-box-"); err != nil {
+		return err
+	}
+	up := exec.Command(e.sdbox, "up", "--cgroup", boxCgroup, "--bind", e.bin, "--bind-ro", e.repo, e.box)
+	if out, err := up.CombinedOutput(); err != nil {
+		return fmt.Errorf("sdbox up: %v\n%s", err, out)
+	}
+	listeners := fmt.Sprintf("python3 %s/test/sandbox/listeners.py --echo %d --tcp %d --unix /run/soda-test/docker.sock --unix /tmp/.X11-unix/X77 --unix /root/.ssh/agent.sock --unix /home/%s/.ssh/agent.sock --abstract soda-test-abstract",
+		e.repo, echoPort, hostPort, testUser)
+	script := strings.Join([]string{
+		"set -e",
+		fmt.Sprintf("useradd -m -u %d %s", testUID, testUser),
+		// A test resolver: the names below resolve from /etc/hosts only.
+		"printf '%s\\n' '127.0.0.1 loop.test' '10.0.0.1 evil.test' '169.254.169.254 meta.test' '::ffff:127.0.0.1 v6map.test' '100.64.1.1 cgnat.test' '93.184.216.34 public.test' >> /etc/hosts",
+		fmt.Sprintf("systemd-run --quiet --unit soda-test-listeners -p StandardError=journal %s", listeners),
+		fmt.Sprintf("systemd-run --quiet --unit soda-test-mcpd %s/soda-mcpd --config-dir %s everything", e.bin, cfgDir),
+		fmt.Sprintf("systemctl start user@%d.service", testUID),
+		// An unprivileged fresh /proc needs a fully visible /proc, which
+		// the box's read-only overmounts (its own safety) prevent.
+		"for m in /proc/sys /proc/irq /proc/bus /proc/fs /proc/acpi; do umount -l $m 2>/dev/null || true; done",
+		fmt.Sprintf("for i in $(seq 100); do [ -s %s/everything.token ] && break; sleep 0.1; done; chmod 0644 %s/everything.token", cfgDir, cfgDir),
+		fmt.Sprintf("for i in $(seq 100); do ss -ltn | grep -q :%d && ss -ltn | grep -q :%d && break; sleep 0.1; done", echoPort, mcpPort),
+		"systemctl show -p MainPID --value soda-test-listeners",
+	}, "\n")
+	r := e.exec(execOpts{}, "sh", "-c", script)
+	if r.err != nil {
+		return fmt.Errorf("box setup: %v\n%s", r.err, r)
+	}
+	e.hostPID = strings.TrimSpace(r.stdout)
+	return nil
+}
+
+func (e *env) teardown() {
+	if e.box != "" {
+		_ = exec.Command(e.sdbox, "down", e.box).Run()
+		os.RemoveAll(e.box)
+	}
+	if e.bin != "" {
+		os.RemoveAll(e.bin)
+	}
+}
+
+type execOpts struct {
+	user    string // "" = root
+	env     []string
+	timeout time.Duration
+	stdin   string
+}
+
+type result struct {
+	args           []string
+	stdout, stderr string
+	code           int
+	err            error
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("$ %s\nexit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(r.args, " "), r.code, r.stdout, r.stderr)
+}
+
+// exec runs args in the box as root or as o.user.
+func (e *env) exec(o execOpts, args ...string) result {
+	if o.timeout == 0 {
+		o.timeout = 90 * time.Second
+	}
+	inner := append([]string{"env"}, o.env...)
+	if o.user != "" {
+		inner = append([]string{"runuser", "-u", o.user, "--", "env",
+			fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", testUID),
+			fmt.Sprintf("DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/%d/bus", testUID)}, o.env...)
+	}
+	full := append(append([]string{"exec", e.box, "--"}, inner...), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.sdbox, full...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin = strings.NewReader(o.stdin)
+	err := cmd.Run()
+	r := result{args: args, stdout: out.String(), stderr: errb.String(), err: err}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	}
+	return r
+}
+
+// sodactl runs "sodactl run ARGS" in the box.
+func (e *env) sodactl(o execOpts, args ...string) result {
+	full := append([]string{filepath.Join(e.bin, "sodactl"), "run", "--config-dir", filepath.Join(e.bin, "mcp")}, args...)
+	return e.exec(o, full...)
+}
+
+// probe is the path of sbxprobe (readable by every uid in the sandbox).
+func (e *env) probe() string { return filepath.Join(e.bin, "sbxprobe") }
+
+// auditRecords reads an audit file (JSON lines) written in the box.
+func (e *env) auditRecords(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	r := e.exec(execOpts{}, "cat", path)
+	if r.err != nil {
+		t.Fatalf("read audit: %s", r)
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+// egressEvents returns the egress events of an audit trail.
+func egressEvents(recs []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		if ev, ok := r["egress"].(map[string]any); ok {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// noLeftovers checks that no sandbox scope, process or home is left.
+func (e *env) noLeftovers(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := e.exec(execOpts{}, "sh", "-c", "systemctl list-units --all --plain --no-legend 'soda-sandbox-*' | grep -v '^$' || true; "+
+			"ps -eo uid=,comm= | awk '$1>=2147000000' ; ls /run/soda/sandbox /run/user/1001/soda-sandbox-1001 2>/dev/null | grep -v '^uids$' | grep -v '^/' | grep -v '^$' || true")
+		if strings.TrimSpace(r.stdout) == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left behind after the sandbox ended:\n%s", r.stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

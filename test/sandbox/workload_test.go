@@ -1,0 +1,226 @@
+package sandboxtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMCPAgent is the issue's "done" check: an agent-shaped MCP client
+// (the TypeScript SDK) in the sandbox finds its granted server in the
+// configuration sodactl wrote and calls it through the relay, as root and
+// as an ordinary user.
+func TestMCPAgent(t *testing.T) {
+	e := requireEnv(t)
+	for _, user := range []string{"", testUser} {
+		name := "root"
+		args := []string{"--mcp", "everything", "--ro", e.repo + "/test/node", "--audit-json", e.bin + "/audit/audit-mcp-" + name + ".json"}
+		if user != "" {
+			name = user
+			args = []string{"--allow-degraded", "cgroup", "--mcp", "everything", "--ro", e.repo + "/test/node", "--audit-json", e.bin + "/audit/audit-mcp-" + name + ".json"}
+		}
+		t.Run(name, func(t *testing.T) {
+			e.exec(execOpts{}, "rm", "-f", e.bin + "/audit/audit-mcp-"+name+".json")
+			r := e.sodactl(execOpts{user: user}, append(args, "--", "node", e.repo+"/test/node/lib/sandbox-agent.mjs")...)
+			if r.err != nil {
+				t.Fatalf("agent failed: %s", r)
+			}
+			var out struct {
+				OK      bool `json:"ok"`
+				Servers []struct {
+					Name   string          `json:"name"`
+					URL    string          `json:"url"`
+					Tools  int             `json:"tools"`
+					Result json.RawMessage `json:"result"`
+				} `json:"servers"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || !out.OK || len(out.Servers) != 1 {
+				t.Fatalf("agent output: %v\n%s", err, r)
+			}
+			s := out.Servers[0]
+			if s.URL != fmt.Sprintf("http://127.0.0.1:%d/mcp", mcpPort) || s.Tools < 5 || !strings.Contains(string(s.Result), "Echo: hi from the sandbox") {
+				t.Errorf("unexpected MCP result: %+v %s", s, s.Result)
+			}
+			ev := egressEvents(e.auditRecords(t, e.bin + "/audit/audit-mcp-"+name+".json"))
+			mcp := 0
+			for _, x := range ev {
+				if x["kind"] == "mcp" && x["decision"] == "allow" && x["target"] == fmt.Sprintf("127.0.0.1:%d", mcpPort) {
+					mcp++
+				}
+			}
+			if mcp == 0 {
+				t.Errorf("MCP connections not audited: %v", ev)
+			}
+			e.noLeftovers(t)
+		})
+	}
+}
+
+// TestDevWorkload: git, npm, node and python in a writable workspace on a
+// read-only system, with the sandbox's own /tmp.
+func TestDevWorkload(t *testing.T) {
+	e := requireEnv(t)
+	ws := e.bin + "/ws-dev"
+	if r := e.exec(execOpts{}, "sh", "-c", "rm -rf "+ws+" && mkdir -p "+ws+"/lib-a && cd "+ws+"/lib-a && printf '{\"name\":\"lib-a\",\"version\":\"1.0.0\",\"main\":\"index.js\"}' > package.json && echo 'module.exports = () => 42;' > index.js"); r.err != nil {
+		t.Fatal(r)
+	}
+	script := strings.Join([]string{
+		"set -e",
+		"cd " + ws,
+		"git init -q repo && cd repo && git config user.email a@b && git config user.name agent",
+		"echo hello > README && git add README && git commit -qm first && git log --oneline | wc -l",
+		"npm init -y >/dev/null && npm install --offline --no-audit --no-fund ../lib-a >/dev/null 2>&1 && node -e \"console.log('lib-a', require('lib-a')())\"",
+		"node -e \"const c=require('child_process'); console.log('child', c.execSync('echo ok').toString().trim()); require('fs').writeFileSync('/tmp/x', 'y')\"",
+		"python3 -c \"import tempfile, sqlite3, subprocess; d=tempfile.mkdtemp(); db=sqlite3.connect(d+'/t.db'); db.execute('create table t(x)'); print('python', subprocess.run(['true']).returncode)\"",
+		"ls /tmp/x && echo tmp-ok",
+		"touch /usr/x 2>/dev/null && echo usr-writable || echo usr-readonly",
+	}, "\n")
+	r := e.sodactl(execOpts{}, "--rw", ws, "--", "sh", "-c", script)
+	if r.err != nil {
+		t.Fatalf("workload failed: %s", r)
+	}
+	for _, want := range []string{"1\n", "lib-a 42", "child ok", "python 0", "tmp-ok", "usr-readonly"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("workload output lacks %q:\n%s", want, r)
+		}
+	}
+	// Files made in the workspace belong to the workspace's owner on the
+	// host (idmapped), not to the sandbox uid.
+	if r := e.exec(execOpts{}, "stat", "-c", "%u", ws+"/repo/README"); strings.TrimSpace(r.stdout) != "0" {
+		t.Errorf("README owner on the host = %q, want 0 (the workspace owner)", r.stdout)
+	}
+	if r := e.exec(execOpts{}, "ls", "/tmp/x"); r.err == nil {
+		t.Errorf("the sandbox's /tmp leaked to the host")
+	}
+	e.noLeftovers(t)
+}
+
+// TestResourceLimits: the cgroup stops a fork bomb, a memory hog and a CPU
+// hog, and nothing the command started survives it.
+func TestResourceLimits(t *testing.T) {
+	e := requireEnv(t)
+	t.Run("tasks", func(t *testing.T) {
+		r := e.sodactl(execOpts{}, "--tasks", "40", "--", e.probe(), "forkbomb", "200")
+		var out struct {
+			Started int    `json:"started"`
+			Error   string `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("forkbomb output: %v\n%s", err, r)
+		}
+		if out.Started >= 40 || out.Error == "" {
+			t.Errorf("fork bomb started %d processes (limit 40), error %q", out.Started, out.Error)
+		}
+	})
+	t.Run("memory", func(t *testing.T) {
+		r := e.sodactl(execOpts{}, "--memory", "96M", "--", e.probe(), "memhog", "400")
+		if r.code != 128+9 {
+			t.Errorf("memory hog: exit %d, want 137 (OOM-killed):\n%s", r.code, r)
+		}
+	})
+	t.Run("cpu", func(t *testing.T) {
+		r := e.sodactl(execOpts{}, "--cpu", "50", "--", e.probe(), "cpuburn", "2")
+		var out struct {
+			CPU  float64 `json:"cpu_seconds"`
+			Wall float64 `json:"wall_seconds"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("cpuburn output: %v\n%s", err, r)
+		}
+		if ratio := out.CPU / out.Wall; ratio > 0.75 {
+			t.Errorf("CPU use %.2f of one CPU under --cpu 50", ratio)
+		} else {
+			t.Logf("cpu: %.2f CPU-seconds in %.2f s (%.0f%% of one CPU, limit 50%%)", out.CPU, out.Wall, 100*ratio)
+		}
+	})
+	t.Run("orphans", func(t *testing.T) {
+		r := e.sodactl(execOpts{}, "--", e.probe(), "orphan")
+		if r.err != nil {
+			t.Fatalf("orphan: %s", r)
+		}
+		e.noLeftovers(t)
+		if r := e.exec(execOpts{}, "sh", "-c", "pgrep -f '^/bin/sleep 1000' || true"); strings.TrimSpace(r.stdout) != "" {
+			t.Errorf("a daemon started in the sandbox survived it: %s", r.stdout)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		start := time.Now()
+		r := e.sodactl(execOpts{}, "--timeout", "1s", "--", "sh", "-c", "trap '' TERM; sleep 100 & sleep 100")
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("timeout took %s", d)
+		}
+		if r.code == 0 || !strings.Contains(r.stderr, "--timeout") {
+			t.Errorf("timeout not reported: %s", r)
+		}
+		e.noLeftovers(t)
+	})
+}
+
+// TestFailClosedCLI: with a layer forced unavailable, sodactl run refuses
+// with exit 125 and a message naming the layer, and runs nothing; with
+// --allow-degraded it runs and the audit says so.
+func TestFailClosedCLI(t *testing.T) {
+	e := requireEnv(t)
+	for _, layer := range []string{"cgroup", "landlock", "seccomp", "netns", "mountns", "pidns", "idmap"} {
+		t.Run(layer, func(t *testing.T) {
+			marker := e.bin + "/failclosed-" + layer
+			e.exec(execOpts{}, "rm", "-f", marker)
+			r := e.sodactl(execOpts{env: []string{"SODA_SANDBOX_TEST_UNAVAILABLE=" + layer}}, "--rw", e.bin, "--", "touch", marker)
+			if r.code != 125 || !strings.Contains(r.stderr, "layer "+layer) {
+				t.Errorf("want exit 125 naming %s: %s", layer, r)
+			}
+			if c := e.exec(execOpts{}, "ls", marker); c.err == nil {
+				t.Errorf("the command ran without %s", layer)
+			}
+			e.noLeftovers(t)
+		})
+	}
+	t.Run("degraded-seccomp-is-audited", func(t *testing.T) {
+		audit := e.bin + "/audit/audit-degraded.json"
+		e.exec(execOpts{}, "rm", "-f", audit)
+		r := e.sodactl(execOpts{env: []string{"SODA_SANDBOX_TEST_UNAVAILABLE=seccomp"}}, "--allow-degraded", "seccomp", "--audit-json", audit, "--", "grep", "^Seccomp:", "/proc/self/status")
+		if r.err != nil || !strings.Contains(r.stdout, "Seccomp:\t0") || !strings.Contains(r.stderr, "NOT applied") {
+			t.Fatalf("degraded run: %s", r)
+		}
+		found := false
+		for _, rec := range e.auditRecords(t, audit) {
+			if rec["event"] == "layer" && rec["layer"] == "seccomp" && rec["state"] == "degraded" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("degraded seccomp not in the audit record")
+		}
+	})
+}
+
+// TestUserRefusesUnenforcedLimits: an ordinary user on this hybrid host
+// gets a scope from their own systemd, but the v1 memory and pids
+// controllers are not delegated to it; the sandbox must notice and refuse.
+func TestUserRefusesUnenforcedLimits(t *testing.T) {
+	e := requireEnv(t)
+	r := e.sodactl(execOpts{user: testUser}, "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "limits not enforced") {
+		t.Fatalf("want a refusal naming the unenforced limits: %s", r)
+	}
+	e.noLeftovers(t)
+}
+
+// TestExitStatus: the command's exit status and signal are sodactl's.
+func TestExitStatus(t *testing.T) {
+	e := requireEnv(t)
+	for code, script := range map[int]string{0: "exit 0", 7: "exit 7", 128 + 15: "kill -TERM $$"} {
+		r := e.sodactl(execOpts{}, "--", "sh", "-c", script)
+		if r.code != code {
+			t.Errorf("%q: exit %d, want %d (%s)", script, r.code, code, r)
+		}
+	}
+	r := e.sodactl(execOpts{}, "--", "no-such-command")
+	if r.code != 127 {
+		t.Errorf("missing command: exit %d, want 127: %s", r.code, r)
+	}
+	_ = strconv.Itoa
+}
