@@ -82,7 +82,7 @@ func newIDMapNS(uid, gid int, ownerUID, ownerGID uint32) (*idmapNS, error) {
 	cmd.Args = []string{holdArg0}
 	cmd.Env = []string{markerEnv + "=hold"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER,
+		Cloneflags: syscall.CLONE_NEWUSER,
 		// An idmapped mount shows an id stored on disk (the namespace's
 		// inside value) as the outside value: the owner's files appear as
 		// the sandbox uid's, and what the sandbox creates is stored as the

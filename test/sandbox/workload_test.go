@@ -3,7 +3,6 @@ package sandboxtest
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +22,7 @@ func TestMCPAgent(t *testing.T) {
 			args = []string{"--allow-degraded", "cgroup", "--mcp", "everything", "--ro", e.repo + "/test/node", "--audit-json", e.bin + "/audit/audit-mcp-" + name + ".json"}
 		}
 		t.Run(name, func(t *testing.T) {
-			e.exec(execOpts{}, "rm", "-f", e.bin + "/audit/audit-mcp-"+name+".json")
+			e.exec(execOpts{}, "rm", "-f", e.bin+"/audit/audit-mcp-"+name+".json")
 			r := e.sodactl(execOpts{user: user}, append(args, "--", "node", e.repo+"/test/node/lib/sandbox-agent.mjs")...)
 			if r.err != nil {
 				t.Fatalf("agent failed: %s", r)
@@ -44,7 +43,7 @@ func TestMCPAgent(t *testing.T) {
 			if s.URL != fmt.Sprintf("http://127.0.0.1:%d/mcp", mcpPort) || s.Tools < 5 || !strings.Contains(string(s.Result), "Echo: hi from the sandbox") {
 				t.Errorf("unexpected MCP result: %+v %s", s, s.Result)
 			}
-			ev := egressEvents(e.auditRecords(t, e.bin + "/audit/audit-mcp-"+name+".json"))
+			ev := egressEvents(e.auditRecords(t, e.bin+"/audit/audit-mcp-"+name+".json"))
 			mcp := 0
 			for _, x := range ev {
 				if x["kind"] == "mcp" && x["decision"] == "allow" && x["target"] == fmt.Sprintf("127.0.0.1:%d", mcpPort) {
@@ -222,5 +221,4 @@ func TestExitStatus(t *testing.T) {
 	if r.code != 127 {
 		t.Errorf("missing command: exit %d, want 127: %s", r.code, r)
 	}
-	_ = strconv.Itoa
 }
