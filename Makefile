@@ -4,6 +4,7 @@
 #   make run        bridge server-everything on 127.0.0.1:18100 (the README's demo)
 #   make check      install test peers, then every test (what CI runs)
 #   make bench      soda-mcpd side by side with supergateway and mcp-proxy
+#   make bench-sandbox  sodactl run side by side with codex sandbox and srt
 #   make man        render man pages
 
 GO      ?= go
@@ -13,7 +14,7 @@ BINS    := soda-mcpd sodactl
 MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
-.PHONY: all build test check test-go test-node lint deps-test run bench man clean
+.PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox man clean
 
 all: build
 
@@ -58,6 +59,9 @@ run: deps-test build
 
 bench: build
 	bash bench/run.sh
+
+bench-sandbox: build
+	bash bench/sandbox.sh
 
 man: $(MANS)
 

@@ -3,8 +3,11 @@
 #
 #   make test-e2e   build the .deb (packaging.mk) and the fixtures, boot
 #                   systemd 252 in a throw-away box (test/box/sdbox), install
-#                   the package there and run every check (about 30 s; at
-#                   most 5 min). Skipped, with the reason, when not root or
+#                   the package there and run every check (about 30 s); then
+#                   the sandbox suite (test/sandbox: the escape battery as
+#                   root and as a user, egress, an MCP agent, a dev
+#                   workload, limits, fail-closed; about 25 s) in a second
+#                   box. At most 8 min. Skipped, with the reason, when not root or
 #                   when "test/box/sdbox check" finds something missing.
 #
 # Nothing leaves the box's own loopback; the box is torn down on every path
@@ -30,4 +33,4 @@ test-e2e:
 		{ $(MAKE) -C $$copy test-e2e; rc=$$?; rm -rf $$copy; exit $$rc; } ;; \
 	esac; \
 	$(MAKE) -C $(E2E_REPO) -f Makefile deps-test && \
-	cd $(E2E_REPO) && SODA_E2E=1 $(GO) test -count=1 -v -timeout 5m ./test/e2e/
+	cd $(E2E_REPO) && SODA_E2E=1 $(GO) test -count=1 -v -timeout 8m ./test/e2e/ ./test/sandbox/
