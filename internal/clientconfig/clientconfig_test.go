@@ -361,3 +361,48 @@ func TestClients(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentFiles(t *testing.T) {
+	files, err := AgentFiles([]Server{
+		{Name: "jira", URL: "http://127.0.0.1:18101/mcp", Token: "abc"},
+		{Name: "open", URL: "http://127.0.0.1:18103/mcp"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string]string{}
+	for _, f := range files {
+		byPath[f.Path] = string(f.Data)
+	}
+	var claude struct {
+		MCPServers map[string]struct {
+			Type    string            `json:"type"`
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(byPath[MCPConfigPath]), &claude); err != nil {
+		t.Fatalf("claude config: %v\n%s", err, byPath[MCPConfigPath])
+	}
+	if j := claude.MCPServers["jira"]; j.Type != "http" || j.URL != "http://127.0.0.1:18101/mcp" || j.Headers["Authorization"] != "Bearer abc" {
+		t.Errorf("claude jira entry = %+v", j)
+	}
+	if o := claude.MCPServers["open"]; o.Headers != nil {
+		t.Errorf("server without token got headers: %+v", o)
+	}
+	codex := byPath[".codex/config.toml"]
+	for _, want := range []string{"[mcp_servers.jira]", `url = "http://127.0.0.1:18101/mcp"`, `"Authorization" = "Bearer abc"`, "[mcp_servers.open]"} {
+		if !strings.Contains(codex, want) {
+			t.Errorf("codex config lacks %q:\n%s", want, codex)
+		}
+	}
+	var oc struct {
+		MCP map[string]struct {
+			Type    string `json:"type"`
+			Enabled bool   `json:"enabled"`
+		} `json:"mcp"`
+	}
+	if err := json.Unmarshal([]byte(byPath[".config/opencode/opencode.json"]), &oc); err != nil || oc.MCP["jira"].Type != "remote" || !oc.MCP["jira"].Enabled {
+		t.Errorf("opencode config: %v %+v", err, oc)
+	}
+}
