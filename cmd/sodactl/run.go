@@ -317,6 +317,15 @@ func sandboxStateDir() (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
+	// In a shared /tmp someone else may have made it first: it must be a
+	// real directory of ours that nobody else can write to.
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return "", fmt.Errorf("check %s: %w", dir, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return "", fmt.Errorf("%s is not a directory owned by uid %d and writable only by it; remove it or set XDG_RUNTIME_DIR", dir, os.Geteuid())
+	}
 	return dir, nil
 }
 
