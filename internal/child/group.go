@@ -58,6 +58,11 @@ func NewCgroupPlacer(prefix string, limits Limits) (Placer, error) {
 	return newCgroupPlacer(prefix, limits)
 }
 
+// NewProcessGroupPlacer returns the placer of last resort: each child in
+// its own process group, nothing enforced, a child that leaves its group
+// untracked. It can hold a child that already runs (it needs no Prepare).
+func NewProcessGroupPlacer() Placer { return processGroupPlacer{} }
+
 // processGroupPlacer isolates each child in its own process group.
 type processGroupPlacer struct{}
 

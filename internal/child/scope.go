@@ -53,6 +53,7 @@ type ScopePlacer struct {
 	bindTo string
 	fs     cgroupFS
 	dial   func(context.Context) (*sdbus.Conn, error)
+	noGate bool
 
 	mu   sync.Mutex
 	conn *sdbus.Conn
@@ -144,6 +145,12 @@ func newSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 	log.Info("child isolation: one transient systemd scope per child, entered before exec, killed as a whole", attrs...)
 	return p, nil
 }
+
+// WithoutGate makes the placer start children as they are, without the
+// gate, for a caller whose child blocks by itself (forks and execs
+// nothing) until Started has returned. The child is placed as soon as it
+// has a pid instead of once its gate is up.
+func (p *ScopePlacer) WithoutGate() { p.noGate = true }
 
 // Unenforced lists configured limits whose controller is not mounted.
 func (p *ScopePlacer) Unenforced() []string { return p.fs.unenforced(p.limits) }
@@ -358,25 +365,38 @@ type scopeGroup struct {
 
 	pid       int
 	attempted bool   // StartTransientUnit was called
+	failed    bool   // Started failed after that: the unit may linger
 	cgroup    string // ControlGroup property, e.g. /soda.slice/soda-mcp.slice/x.scope
 	dir       string // its directory in the mounted hierarchy with cgroup.procs
 }
 
 func (g *scopeGroup) String() string { return "scope " + g.unit }
 
-func (g *scopeGroup) Prepare(cmd *exec.Cmd) error { return g.gate.wrap(cmd) }
+func (g *scopeGroup) Prepare(cmd *exec.Cmd) error {
+	if g.p.noGate {
+		return nil
+	}
+	return g.gate.wrap(cmd)
+}
 
 // started creates the scope with the gate's pid, waits for the job, checks
 // that the gate is inside the scope's cgroup and releases the gate.
-func (g *scopeGroup) Started(ctx context.Context, pid int) error {
+func (g *scopeGroup) Started(ctx context.Context, pid int) (err error) {
+	defer func() {
+		if err != nil && g.attempted {
+			g.failed = true
+		}
+	}()
 	g.gate.started()
 	g.pid = pid
 	ctx, cancel := context.WithTimeout(ctx, scopeStartTimeout)
 	defer cancel()
 	// Place the gate only once its runtime is up and blocked (see gate).
 	deadline, _ := ctx.Deadline()
-	if err := g.gate.waitReady(deadline); err != nil {
-		return err
+	if !g.p.noGate {
+		if err := g.gate.waitReady(deadline); err != nil {
+			return err
+		}
 	}
 	conn, err := g.p.connection(ctx)
 	if err != nil {
@@ -414,6 +434,9 @@ func (g *scopeGroup) Started(ctx context.Context, pid int) error {
 	}
 	if err := checkInCgroup(pid, cg); err != nil {
 		return fmt.Errorf("scope %s: %w", g.unit, err)
+	}
+	if g.p.noGate {
+		return nil
 	}
 	return g.gate.open()
 }
@@ -524,7 +547,7 @@ func (g *scopeGroup) Release() error {
 		return fmt.Errorf("release %s: %w", g.unit, err)
 	}
 	var errs []error
-	if g.dir == "" || g.Count() > 0 {
+	if g.dir == "" || g.failed || g.Count() > 0 {
 		done := make(chan string, 1)
 		if _, err := conn.StopUnitContext(ctx, g.unit, "replace", done); err != nil {
 			if !isNoSuchUnit(err) {

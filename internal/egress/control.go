@@ -184,9 +184,9 @@ func streamConn(fd int) (net.Conn, error) {
 		_ = unix.Close(fd)
 		return nil, fmt.Errorf("get socket type: %w", err)
 	}
-	if dom != unix.AF_UNIX || typ != unix.SOCK_STREAM {
+	if (dom != unix.AF_UNIX && dom != unix.AF_INET && dom != unix.AF_INET6) || typ != unix.SOCK_STREAM {
 		_ = unix.Close(fd)
-		return nil, fmt.Errorf("socket is not AF_UNIX SOCK_STREAM (domain %d, type %d)", dom, typ)
+		return nil, fmt.Errorf("socket is not a stream socket (AF_UNIX, AF_INET or AF_INET6; domain %d, type %d)", dom, typ)
 	}
 	return fdConn(fd)
 }

@@ -8,10 +8,11 @@
 // The Relay runs inside the sandbox. It listens on 127.0.0.1 at a few ports
 // (the CONNECT proxy port, 18080 by default, and the ports of granted
 // host-side MCP servers) and, optionally, on UDP 127.0.0.1:53. The Relay
-// makes no decisions and is not trusted: for every accepted TCP connection
-// it creates a fresh AF_UNIX SOCK_STREAM socketpair, passes one end to the
-// host over the control socket and copies bytes between the TCP connection
-// and the other end. DNS queries are answered NXDOMAIN at once and only
+// makes no decisions and is not trusted: every accepted TCP connection is
+// passed as it is (a duplicate of its socket) to the host over the control
+// socket, and the relay closes its copy; it never copies a byte. The host
+// reads and writes the agent's connection directly (and splices it to the
+// target without copying through user space). DNS queries are answered NXDOMAIN at once and only
 // reported to the host, so that a program that tries to resolve names
 // itself fails fast and its attempt shows up in the audit log.
 //
@@ -24,9 +25,9 @@
 //	'D' qtype(uint16 BE) name(ASCII, 1..255 bytes)  with no fd
 //
 // 'C' announces a connection accepted on 127.0.0.1:port inside the sandbox;
-// the fd is the host's end of the stream socketpair. 'D' reports a DNS
-// query. Anything else (wrong length, unknown type, missing or extra fds,
-// an fd that is not a Unix stream socket) is audited as a "control" event
+// the fd is that connection's socket (the host also accepts a Unix stream
+// socket there). 'D' reports a DNS query. Anything else (wrong length,
+// unknown type, missing or extra fds, an fd that is not a stream socket) is audited as a "control" event
 // and dropped; every fd that came with it is closed. An empty message reads
 // as end of file.
 //

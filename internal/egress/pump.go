@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Each direction of a pump copies through a buffer that starts small, so
@@ -74,6 +76,7 @@ func (d *duplex) touch() { d.last.Store(int64(time.Since(d.start))) }
 // watch aborts the pump once idle has passed without activity and reports
 // whether it did; it returns false when done is closed first.
 func (d *duplex) watch(idle time.Duration, done <-chan struct{}) bool {
+	progress := tcpProgress(d.a) + tcpProgress(d.b)
 	t := time.NewTimer(idle)
 	defer t.Stop()
 	for {
@@ -81,6 +84,10 @@ func (d *duplex) watch(idle time.Duration, done <-chan struct{}) bool {
 		case <-done:
 			return false
 		case <-t.C:
+			if p := tcpProgress(d.a) + tcpProgress(d.b); p != progress {
+				progress = p
+				d.touch()
+			}
 			quiet := time.Since(d.start) - time.Duration(d.last.Load())
 			if quiet >= idle {
 				d.abort()
@@ -93,6 +100,17 @@ func (d *duplex) watch(idle time.Duration, done <-chan struct{}) bool {
 
 // copy copies src to dst and returns the number of bytes written.
 func (d *duplex) copy(dst, src net.Conn) int64 {
+	if canSplice(dst, src) {
+		// The kernel moves the bytes (splice(2) through a pipe); the idle
+		// watch sees the activity in the TCP counters instead.
+		n, err := io.Copy(dst, src)
+		if err != nil {
+			d.abort()
+			return n
+		}
+		closeWrite(dst)
+		return n
+	}
 	buf := make([]byte, copyBufferStart)
 	var n int64
 	for {
@@ -128,4 +146,43 @@ func closeWrite(c net.Conn) {
 		return
 	}
 	_ = c.Close()
+}
+
+// canSplice reports whether io.Copy(dst, src) moves the bytes with
+// splice(2), without copying them through user space: Go does so from a
+// TCP or Unix stream socket into a TCP socket, and from a TCP socket into
+// a Unix stream socket.
+func canSplice(dst, src net.Conn) bool {
+	switch src.(type) {
+	case *net.TCPConn:
+		switch dst.(type) {
+		case *net.TCPConn, *net.UnixConn:
+			return true
+		}
+	case *net.UnixConn:
+		_, ok := dst.(*net.TCPConn)
+		return ok
+	}
+	return false
+}
+
+// tcpProgress returns a number that grows whenever bytes move on c, a TCP
+// connection (bytes received plus bytes acknowledged, from TCP_INFO); 0
+// for other connections.
+func tcpProgress(c net.Conn) uint64 {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	_ = raw.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			n = info.Bytes_received + info.Bytes_acked
+		}
+	})
+	return n
 }

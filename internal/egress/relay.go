@@ -22,7 +22,7 @@ const defaultRelayMaxConns = 256
 const dnsBufferSize = 4096
 
 // Relay is the sandbox side: it hands every TCP connection accepted on its
-// listeners to the host over Control and copies its bytes, and answers
+// listeners to the host over Control, and answers
 // DNS queries NXDOMAIN while reporting them. It decides nothing. Set its
 // fields before the first call and do not change or copy it afterwards;
 // its methods are safe for concurrent use.
@@ -90,12 +90,11 @@ func closeListeners(lns []net.Listener) {
 }
 
 // Serve accepts connections on lns, which must be TCP listeners, until ctx
-// is done or a listener fails, and relays each one: it sets TCP_NODELAY,
-// creates an AF_UNIX stream socketpair, sends 'C' and the port the
-// connection was accepted on with one end on Control, and copies bytes
-// both ways between the connection and the other end, passing on
-// half-closes. A connection whose announcement cannot be sent is closed.
-// Serve closes lns and, before returning, every connection it relays. It
+// is done or a listener fails, and relays each one: it sets TCP_NODELAY
+// and sends 'C', the port the connection was accepted on and a duplicate
+// of the connection's socket on Control, then closes its own copy. A
+// connection whose announcement cannot be sent is closed. Serve closes
+// lns. It
 // returns nil when ctx is done and the listener's error otherwise.
 func (r *Relay) Serve(ctx context.Context, lns []net.Listener) error {
 	ports := make([]uint16, len(lns))
@@ -174,28 +173,30 @@ func (r *Relay) acceptLoop(ctx context.Context, ln net.Listener, port uint16, se
 // handle relays one accepted connection and closes it.
 func (r *Relay) handle(ctx context.Context, c net.Conn, port uint16) {
 	defer c.Close()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		r.log().Warn("egress relay: socketpair", "port", port, "err", err)
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
 		return
 	}
-	local, err := fdConn(fds[0])
+	_ = tc.SetNoDelay(true)
+	// The connection itself goes to the host: a duplicate of its socket,
+	// passed over the control socket. The relay copies no byte; the host
+	// reads and writes the agent's connection directly.
+	raw, err := tc.SyscallConn()
 	if err != nil {
-		_ = unix.Close(fds[1])
-		r.log().Warn("egress relay: socketpair", "port", port, "err", err)
+		r.log().Warn("egress relay: connection fd", "port", port, "err", err)
 		return
 	}
-	defer local.Close()
-	err = r.send([]byte{msgConn, byte(port >> 8), byte(port)}, fds[1])
-	_ = unix.Close(fds[1])
+	fd := -1
+	cerr := raw.Control(func(s uintptr) { fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) })
+	if cerr != nil || err != nil {
+		r.log().Warn("egress relay: duplicate connection", "port", port, "err", errors.Join(cerr, err))
+		return
+	}
+	err = r.send([]byte{msgConn, byte(port >> 8), byte(port)}, fd)
+	_ = unix.Close(fd)
 	if err != nil {
 		r.log().Warn("egress relay: hand connection to host", "port", port, "err", err)
-		return
 	}
-	pump(ctx, c, local, 0)
 }
 
 // send sends one control message, with fd in SCM_RIGHTS unless fd < 0.

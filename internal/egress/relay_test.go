@@ -394,7 +394,7 @@ func TestStackMalformedControl(t *testing.T) {
 		{name: "short conn", msg: conn[:2], probes: 1, reason: "'C' message of 2 bytes"},
 		{name: "long conn", msg: append(conn, 0), probes: 1, reason: "'C' message of 4 bytes"},
 		{name: "conn with a pipe", msg: conn, extra: []int{pipeR}, reason: "not a socket"},
-		{name: "conn with a seqpacket socket", msg: conn, extra: []int{seqFD}, reason: "not AF_UNIX SOCK_STREAM"},
+		{name: "conn with a seqpacket socket", msg: conn, extra: []int{seqFD}, reason: "not a stream socket"},
 		{name: "too many fds", msg: conn, probes: maxControlFDs + 2, reason: "more than"},
 		{name: "unknown type", msg: []byte("X\x00\x01"), probes: 1, reason: "unknown message type 'X'"},
 		{name: "dns with fd", msg: name, probes: 1, reason: "'D' message with 1 fds"},

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +10,15 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 
 	"github.com/soda-project/soda/internal/egress"
 )
@@ -31,17 +35,33 @@ func runInit() int {
 	}
 	status := os.NewFile(uintptr(fds[1]), "status")
 	enc := json.NewEncoder(status)
-	report := func(m statusMsg) { _ = enc.Encode(m) }
+	start := time.Now()
+	report := func(m statusMsg) {
+		m.Elapsed = time.Since(start)
+		_ = enc.Encode(m)
+	}
+	// cfgIn is set once the configuration is read; a failing init waits
+	// for the host's placement verdict before it exits, so that the host
+	// never places a process that is already gone.
+	var cfgIn *bufio.Reader
 	fail := func(l Layer, err error) int {
 		report(statusMsg{Layer: l, Error: err.Error()})
+		if cfgIn != nil {
+			_, _ = cfgIn.ReadByte()
+		}
 		return 125
 	}
 	var cfg initConfig
 	cfgFile := os.NewFile(uintptr(fds[0]), "config")
-	if err := json.NewDecoder(cfgFile).Decode(&cfg); err != nil {
+	in := bufio.NewReader(cfgFile)
+	line, err := in.ReadBytes('\n')
+	if err != nil {
 		return fail("", fmt.Errorf("read sandbox configuration: %w", err))
 	}
-	cfgFile.Close()
+	if err := json.Unmarshal(line, &cfg); err != nil {
+		return fail("", fmt.Errorf("read sandbox configuration: %w", err))
+	}
+	cfgIn = in
 	var userns []*os.File
 	for _, fd := range fds[3:] {
 		userns = append(userns, os.NewFile(uintptr(fd), "userns"))
@@ -85,11 +105,6 @@ func runInit() int {
 		report(statusMsg{Layer: LayerIDMap, State: "applied", Detail: fmt.Sprintf("%d granted paths idmapped to uid %d", len(cfg.IDMaps), cfg.UID)})
 	}
 
-	// The stage gets the configuration on a pipe and shares the status pipe.
-	stageCfgR, stageCfgW, err := os.Pipe()
-	if err != nil {
-		return fail("", err)
-	}
 	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
 	var pty *sandboxPTY
 	if cfg.StdinIsTTY {
@@ -101,31 +116,35 @@ func runInit() int {
 			stdio[2] = pty.slave
 		}
 	}
-	attr := &os.ProcAttr{
-		Dir:   "/",
-		Env:   []string{markerEnv + "=stage", fdsEnv + "=3,4"},
-		Files: append(stdio, stageCfgR, status),
-		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: cfg.StdinIsTTY, Ctty: 0, Pdeathsig: syscall.SIGKILL},
-	}
-	proc, err := os.StartProcess("/proc/self/exe", []string{stageArg0}, attr)
+	path, err := lookPath(cfg.Argv[0], cfg.Env)
 	if err != nil {
-		return fail("", fmt.Errorf("start stage: %w", err))
+		return fail("", err)
 	}
-	stageCfgR.Close()
-	if err := json.NewEncoder(stageCfgW).Encode(cfg); err != nil {
-		return fail("", fmt.Errorf("configure stage: %w", err))
-	}
-	stageCfgW.Close()
-	status.Close()
 
-	// Init itself becomes the sandbox's identity too: it only relays and
-	// reaps from here on.
-	if err := becomeSandboxUser(&cfg); err != nil {
-		_ = proc.Kill()
-		return 125
+	// Init confines itself, then forks the command, which inherits it all.
+	// Per-thread state (capability sets, the bounding set) is what the
+	// forking thread has: this one.
+	runtime.LockOSThread()
+	if layer, err := confine(&cfg, report); err != nil {
+		return fail(layer, err)
 	}
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+	// Fork only once the host has placed us in the cgroup.
+	if b, err := cfgIn.ReadByte(); err != nil || b != placedByte {
+		return fail(LayerCgroup, errors.New("host did not confirm the cgroup placement"))
+	}
+	proc, err := os.StartProcess(path, cfg.Argv, &os.ProcAttr{
+		Dir:   cfg.Dir,
+		Env:   cfg.Env,
+		Files: stdio,
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: cfg.StdinIsTTY, Ctty: 0, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		return fail("", fmt.Errorf("start %s: %w", path, err))
+	}
+	report(statusMsg{Ready: true, Pid: proc.Pid})
+	status.Close()
+	cfgFile.Close()
 
 	// Egress relay: every connection and DNS query goes to the host.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -167,9 +186,8 @@ func runInit() int {
 		if pid != proc.Pid {
 			continue
 		}
-		// Take the rest down before reporting (their output must not
-		// trail the exit), then exit with the command's status.
-		_ = syscall.Kill(-1, syscall.SIGKILL)
+		// Exit with the command's status: the end of PID 1 ends the PID
+		// namespace, and the kernel kills whatever the command left.
 		if pty != nil {
 			pty.drain()
 		}
@@ -222,9 +240,11 @@ func loopbackUp() error {
 	return nil
 }
 
-// dropBoundingSet empties the calling thread's capability bounding set,
-// so that nothing it execs can gain a capability (file capabilities,
-// setuid root).
+// dropBoundingSet empties the capability bounding set of the calling
+// thread, the one that forks the command: nothing the command execs can
+// gain a capability (file capabilities, setuid root). Init's other threads
+// never exec, so their bounding sets do not matter (and one psx round per
+// capability would cost milliseconds).
 func dropBoundingSet() error {
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
@@ -234,13 +254,17 @@ func dropBoundingSet() error {
 	return nil
 }
 
-// dropCapabilities empties the calling thread's ambient, permitted,
-// effective and inheritable capability sets.
+// dropCapabilities empties the ambient, permitted, effective and
+// inheritable capability sets of every thread of init (capability sets
+// are per thread; psx runs the syscall on each), so that none keeps what
+// it needed to build the sandbox.
 func dropCapabilities() error {
-	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("clear ambient capabilities: %w", errno)
+	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+	if _, _, errno := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
 		return fmt.Errorf("capset: %w", errno)
 	}
 	return nil

@@ -60,6 +60,8 @@ type Sandbox struct {
 	proxy  *egress.Proxy
 	egress *net.UnixConn
 
+	cgroupDegraded bool // the cgroup layer was waived (--allow-degraded)
+
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
 	started     time.Time
@@ -140,9 +142,17 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 
 	// The cgroup, before anything runs.
-	if err := sb.newGroup(ctx, root); err != nil {
-		return nil, err
+	// Without systemd, init is cloned into a cgroup v2 directory made now;
+	// with it, the scope is made once init runs (and builds the sandbox
+	// meanwhile), since systemd needs a pid to make a scope.
+	scope := systemdRunning()
+	tPrep := time.Since(sb.started)
+	if !scope {
+		if err := sb.newGroup(ctx, root, false); err != nil {
+			return nil, err
+		}
 	}
+	tGroup := time.Since(sb.started)
 
 	// Pipes: config (host → init), status (init → host), egress control.
 	cfgR, cfgW, err := os.Pipe()
@@ -188,8 +198,10 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		// sandbox; it drops them all before the command starts.
 		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_SETPCAP}
 	}
-	if err := sb.group.Prepare(cmd); err != nil {
-		return nil, &LayerError{Layer: LayerCgroup, Err: err}
+	if sb.group != nil {
+		if err := sb.group.Prepare(cmd); err != nil {
+			return nil, &LayerError{Layer: LayerCgroup, Err: err}
+		}
 	}
 	files := []*os.File{cfgR, statW, egressChild}
 	for _, m := range sb.idmaps {
@@ -205,14 +217,26 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	if err := cmd.Start(); err != nil {
 		return nil, namespaceError(err, cfg.UserNS)
 	}
+	tClone := time.Since(sb.started)
 	sb.cmd = cmd
 	cfgR.Close()
 	statW.Close()
 	egressChild.Close()
+	// Init builds the sandbox while we place it in its cgroup; it forks
+	// the command only after placedByte.
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+		return nil, fmt.Errorf("send sandbox configuration: %w", err)
+	}
+	if scope {
+		if err := sb.newGroup(ctx, root, true); err != nil {
+			return nil, err
+		}
+	}
 	if err := sb.group.Started(ctx, cmd.Process.Pid); err != nil {
 		return nil, &LayerError{Layer: LayerCgroup, Err: err}
 	}
-	if sb.placer.Mode() != "process-group" {
+	tPlaced := time.Since(sb.started)
+	if !sb.cgroupDegraded {
 		if err := checkLimits(cmd.Process.Pid, spec.Limits); err != nil {
 			if !slices.Contains(spec.AllowDegraded, LayerCgroup) {
 				return nil, &LayerError{Layer: LayerCgroup, Err: err}
@@ -235,13 +259,15 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		}
 	}()
 
-	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
-		return nil, fmt.Errorf("send sandbox configuration: %w", err)
+	if _, err := cfgW.Write([]byte{placedByte}); err != nil {
+		return nil, fmt.Errorf("release sandbox init: %w", err)
 	}
 	cfgW.Close()
 	if err := sb.waitReady(ctx, statR); err != nil {
 		return nil, err
 	}
+	log.Debug("sandbox started", "prepare", tPrep, "cgroup", tGroup-tPrep, "clone", tClone-tGroup,
+		"place", tPlaced-tClone, "ready", time.Since(sb.started)-tPlaced, "total", time.Since(sb.started))
 	return sb, nil
 }
 
@@ -267,10 +293,12 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 				done <- result{err}
 				return
 			case m.Ready:
+				sb.log.Debug("sandbox init", "step", "command started", "elapsed", m.Elapsed)
 				sb.record(Record{Event: "ready", Pid: m.Pid})
 				done <- result{}
 				return
 			case m.Layer != "":
+				sb.log.Debug("sandbox init", "step", m.Layer, "elapsed", m.Elapsed)
 				sb.record(Record{Event: "layer", Layer: m.Layer, State: m.State, Detail: m.Detail})
 				if m.State == "degraded" {
 					sb.log.Warn("sandbox layer NOT applied (allowed by --allow-degraded)", "layer", m.Layer, "reason", m.Detail)
@@ -293,30 +321,38 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 	}
 }
 
-// newGroup creates the sandbox's cgroup: a transient scope when systemd is
-// the init system (the system manager for root, the user's own manager
-// otherwise), else a cgroup v2 directory below our own. A limit the chosen
+// newGroup creates the sandbox's cgroup: with scope, a transient scope (the
+// system manager for root, the user's own manager otherwise), created
+// after init has started, while it builds the sandbox; else a cgroup v2
+// directory below our own, which init is cloned into. A limit the chosen
 // cgroup cannot enforce is a failure unless the cgroup layer is degraded.
-func (sb *Sandbox) newGroup(ctx context.Context, root bool) error {
+func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 	limits := child.Limits{MemoryMax: sb.spec.Limits.MemoryMax, TasksMax: sb.spec.Limits.TasksMax, CPUQuota: sb.spec.Limits.CPUPercent}
 	degraded := slices.Contains(sb.spec.AllowDegraded, LayerCgroup)
 	fail := func(err error) error {
-		if degraded {
-			sb.log.Warn("sandbox layer NOT applied (allowed by --allow-degraded): no limits, processes tracked by process group only", "layer", LayerCgroup, "reason", err)
-			sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "degraded", Detail: err.Error()})
-			sb.placer = child.NewPlacer(slog.New(slog.DiscardHandler), "soda-sandbox", child.Limits{})
-			g, gerr := sb.placer.NewGroup(sb.ID)
-			sb.group = g
-			return gerr
+		if !degraded {
+			return &LayerError{Layer: LayerCgroup, Err: err}
 		}
-		return &LayerError{Layer: LayerCgroup, Err: err}
+		sb.log.Warn("sandbox layer NOT applied (allowed by --allow-degraded): no limits", "layer", LayerCgroup, "reason", err)
+		sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "degraded", Detail: err.Error()})
+		sb.cgroupDegraded = true
+		if scope {
+			// init runs already: only a process group can still hold it.
+			sb.placer = child.NewProcessGroupPlacer()
+		} else {
+			// A cgroup v2 directory without controllers still lets the
+			// whole sandbox be killed at once.
+			sb.placer = child.NewPlacer(slog.New(slog.DiscardHandler), "soda-sandbox", child.Limits{})
+		}
+		g, gerr := sb.placer.NewGroup(sb.ID)
+		sb.group = g
+		return gerr
 	}
 	if sb.spec.Knobs.unavailable(LayerCgroup) {
 		return fail(errors.New("unavailable (test knob)"))
 	}
 	var placer child.Placer
-	var errs []string
-	if _, err := os.Stat("/run/systemd/system"); err == nil {
+	if scope {
 		var p *child.ScopePlacer
 		var err error
 		if root {
@@ -324,17 +360,16 @@ func (sb *Sandbox) newGroup(ctx context.Context, root bool) error {
 		} else {
 			p, err = child.NewUserSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
 		}
-		if err == nil {
-			placer = p
-		} else {
-			errs = append(errs, err.Error())
+		if err != nil {
+			return fail(err)
 		}
-	}
-	if placer == nil {
+		// Init is its own gate: it forks nothing before placedByte.
+		p.WithoutGate()
+		placer = p
+	} else {
 		p, err := child.NewCgroupPlacer("soda-sandbox", limits)
 		if err != nil {
-			errs = append(errs, err.Error())
-			return fail(errors.New(strings.Join(errs, "; ")))
+			return fail(err)
 		}
 		placer = p
 	}
@@ -351,6 +386,13 @@ func (sb *Sandbox) newGroup(ctx context.Context, root bool) error {
 	sb.placer, sb.group = placer, g
 	sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "applied", Detail: g.String()})
 	return nil
+}
+
+// systemdRunning reports whether systemd is the service manager (see
+// sd_booted(3)).
+func systemdRunning() bool {
+	_, err := os.Stat("/run/systemd/system")
+	return err == nil
 }
 
 // idmapGrants prepares idmapped mounts (root only): each granted path not
@@ -464,7 +506,9 @@ loop:
 		}
 		werr = nil
 	}
+	tExit := time.Now()
 	sb.cleanup(context.WithoutCancel(ctx))
+	sb.log.Debug("sandbox ended", "cleanup", time.Since(tExit), "total", time.Since(sb.started))
 	rec := Record{Event: "exit", Exit: &st, DurationMS: float64(time.Since(sb.started).Microseconds()) / 1000}
 	sb.record(rec)
 	return st, werr

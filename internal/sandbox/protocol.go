@@ -7,24 +7,28 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// The sandbox's processes are the soda binary itself, re-executed:
+// The sandbox's init is the soda binary itself, re-executed:
 //
-//	host (sodactl)  ──clone(new ns)──▶  init   (PID 1 of the sandbox)
-//	                                     └─▶  stage  (applies Landlock,
-//	                                               seccomp, rlimits, then
-//	                                               execs the command)
+//	host (sodactl) ──clone(new ns)──▶ init (PID 1 of the sandbox: builds it,
+//	                                   confines itself, forks the command,
+//	                                   relays egress, reaps)
 //
-// Each is recognised by two markers together, argv[0] and an environment
+// It is recognised by two markers together, argv[0] and an environment
 // variable, so that neither alone (an inherited variable, a renamed
 // binary) turns a process into one. The host sends init its configuration
-// as JSON on a pipe; init reports progress as JSON lines on another pipe.
+// as one JSON line on a pipe, then placedByte; init reports progress as
+// JSON lines on another pipe.
 const (
 	initArg0  = "soda-sandbox-init"
-	stageArg0 = "soda-sandbox-stage"
 	markerEnv = "SODA_SANDBOX_ROLE"
 	fdsEnv    = "SODA_SANDBOX_FDS" // cfg,status,egress[,userns…] fd numbers
+	// placedByte follows the configuration on the config pipe once the
+	// host has placed init in the sandbox's cgroup: init forks the command
+	// only after reading it.
+	placedByte = 'P'
 )
 
 // initConfig is what init needs: the spec, resolved by the host.
@@ -68,28 +72,27 @@ type statusMsg struct {
 	Error  string `json:"error,omitempty"` // fatal: init exits
 	Ready  bool   `json:"ready,omitempty"` // the command has been started
 	Pid    int    `json:"pid,omitempty"`   // its pid inside the sandbox
+	// Elapsed is the time since init's main started, for -v timings.
+	Elapsed time.Duration `json:"elapsed,omitempty"`
 }
 
-// IsInit reports whether this process was started as a sandbox init or
-// stage; programs that start sandboxes call Main first thing in main.
+// IsInit reports whether this process was started as a sandbox's init (or
+// its idmap namespace holder); programs that start sandboxes call Main
+// first thing in main.
 func IsInit() bool {
 	if len(os.Args) == 0 {
 		return false
 	}
 	role := os.Getenv(markerEnv)
-	return (os.Args[0] == initArg0 && role == "init") || (os.Args[0] == stageArg0 && role == "stage") ||
-		(os.Args[0] == holdArg0 && role == "hold")
+	return (os.Args[0] == initArg0 && role == "init") || (os.Args[0] == holdArg0 && role == "hold")
 }
 
 // Main runs the sandbox role of this process (see IsInit) and never returns.
 func Main() {
-	switch os.Args[0] {
-	case initArg0:
-		os.Exit(runInit())
-	case holdArg0:
+	if os.Args[0] == holdArg0 {
 		os.Exit(runHold())
 	}
-	os.Exit(runStage())
+	os.Exit(runInit())
 }
 
 // fdList parses SODA_SANDBOX_FDS.

@@ -58,7 +58,10 @@
 //     injection); socket other than AF_INET/AF_INET6 with SOCK_STREAM or
 //     SOCK_DGRAM (SOCK_CLOEXEC and SOCK_NONBLOCK are masked off the type),
 //     plus AF_UNIX when Options.AllowUnixSockets is set; socketpair other
-//     than AF_UNIX; kill(-1, …); personality other than 0 (PER_LINUX) and
+//     than AF_UNIX; kill(-1, …); kill, tkill, tgkill, rt_sigqueueinfo and
+//     rt_tgsigqueueinfo aimed at PID 1 (the sandbox's init, which runs
+//     under this filter too and relays the sandbox's egress); personality
+//     other than 0 (PER_LINUX) and
 //     0xffffffff (query); execveat with AT_EMPTY_PATH; prctl(PR_SET_MM).
 //  5. Everything else is allowed, seccomp(2) and landlock_* included:
 //     a filter or ruleset the agent adds can only narrow what it may do.
@@ -141,7 +144,10 @@
 // memfd_create (some JITs and sandboxes) fail with EPERM; dmesg fails;
 // kill(-1) fails, but kill(0) and kill(-pgid) still reach whole process
 // groups for shells' job control, bounded by the PID namespace. tkill and
-// tgkill stay allowed.
+// tgkill stay allowed except towards PID 1. The sandbox's init itself,
+// being PID 1 under the filter, cannot send itself Go's preemption signal
+// (tgkill(1, …)); its goroutines only wait for I/O, so cooperative
+// scheduling is enough.
 //
 // A filter cannot be removed once installed; stacked filters can only add
 // restrictions, and the strictest verdict wins.

@@ -104,6 +104,10 @@ var argSyscalls = [...]string{
 	"socket",
 	"socketpair",
 	"kill",
+	"tkill",
+	"tgkill",
+	"rt_sigqueueinfo",
+	"rt_tgsigqueueinfo",
 	"personality",
 	"execveat",
 	"prctl",
@@ -152,6 +156,7 @@ const (
 	personalityLinux = 0          // PER_LINUX
 	personalityQuery = 0xffffffff // personality(0xffffffff) only reads
 	killAll          = 0xffffffff // kill(-1, sig) as a 32-bit pid_t
+	sandboxInit      = 1          // the sandbox's init: PID 1 of its PID namespace
 )
 
 // archInfo is one architecture's syscall table.
@@ -294,10 +299,20 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
 	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, allow, deny)
 
-	// kill(pid, sig): not every process at once.
+	// kill(pid, sig): not every process at once, and not the sandbox's
+	// init (PID 1 of its PID namespace), which relays its egress.
 	a.bind(blocks["kill"])
 	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-	a.jumpIf(bpf.JumpEqual, killAll, deny, allow)
+	a.jumpIf(bpf.JumpEqual, killAll, deny, next)
+	a.jumpIf(bpf.JumpEqual, sandboxInit, deny, allow)
+
+	// tkill(tid, …), tgkill(tgid, …), rt_sigqueueinfo(tgid, …),
+	// rt_tgsigqueueinfo(tgid, …): no signal to the sandbox's init either.
+	for _, name := range []string{"tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"} {
+		a.bind(blocks[name])
+		a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+		a.jumpIf(bpf.JumpEqual, sandboxInit, deny, allow)
+	}
 
 	// personality(persona): query or plain PER_LINUX only.
 	a.bind(blocks["personality"])

@@ -326,7 +326,7 @@ func TestProgramSweep(t *testing.T) {
 	// Argument rules with all-zero arguments.
 	want[arch.nums["socket"]] = retEPERM     // AF_UNSPEC
 	want[arch.nums["socketpair"]] = retEPERM // AF_UNSPEC
-	for _, name := range []string{"clone", "ioctl", "kill", "personality", "execveat", "prctl"} {
+	for _, name := range []string{"clone", "ioctl", "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "personality", "execveat", "prctl"} {
 		want[arch.nums[name]] = retAllow
 	}
 	if got := len(want); got != len(arch.nums) {
@@ -516,5 +516,26 @@ func TestAssembler(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSignalsToInit: no process in the sandbox signals PID 1, its init,
+// by any of the signal syscalls; other targets stay allowed.
+func TestSignalsToInit(t *testing.T) {
+	arch, err := nativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := newVM(t, Options{})
+	for _, name := range []string{"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"} {
+		for _, tc := range []struct {
+			pid  uint64
+			want uint32
+		}{{1, retEPERM}, {1 | 1<<32, retEPERM}, {2, retAllow}, {42, retAllow}} {
+			d := seccompData{NR: int32(arch.nums[name]), Arch: arch.auditArch, Args: [6]uint64{tc.pid, 15}}
+			if got := verdict(t, vm, d); got != tc.want {
+				t.Errorf("%s(%#x, SIGTERM): got %s, want %s", name, tc.pid, verdictName(got), verdictName(tc.want))
+			}
+		}
 	}
 }

@@ -1,0 +1,106 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/seccomp"
+)
+
+// confine applies the per-process layers to init itself, all of which the
+// command inherits when init forks it: no capabilities in the bounding
+// set, the sandbox's uid, no_new_privs, Landlock, rlimits, close-on-exec
+// on every descriptor but stdio, no capabilities at all, and seccomp last
+// (nothing above needs a syscall it denies). It must run on the thread
+// that will fork the command (runtime.LockOSThread). Every layer is
+// required unless degraded; on error it returns the failing layer.
+func confine(cfg *initConfig, report func(statusMsg)) (Layer, error) {
+	if err := dropBoundingSet(); err != nil {
+		return "", err
+	}
+	if err := becomeSandboxUser(cfg); err != nil {
+		return "", err
+	}
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return "", fmt.Errorf("no_new_privs: %w", err)
+	}
+
+	abi, err := applyLandlock(cfg)
+	switch {
+	case err != nil && degraded(cfg, LayerLandlock):
+		report(statusMsg{Layer: LayerLandlock, State: "degraded", Detail: err.Error()})
+	case err != nil:
+		return LayerLandlock, err
+	default:
+		report(statusMsg{Layer: LayerLandlock, State: "applied", Detail: fmt.Sprintf("ABI %d: filesystem rules, signal and abstract-socket scopes", abi)})
+	}
+
+	for _, rl := range []struct {
+		res int
+		val uint64
+	}{
+		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_NOFILE, cfg.NoFile},
+		{unix.RLIMIT_FSIZE, cfg.FileSize},
+	} {
+		if rl.val == 0 && rl.res != unix.RLIMIT_CORE {
+			continue
+		}
+		if err := unix.Setrlimit(rl.res, &unix.Rlimit{Cur: rl.val, Max: rl.val}); err != nil {
+			return "", fmt.Errorf("setrlimit %d: %w", rl.res, err)
+		}
+	}
+
+	// Only stdin, stdout and stderr cross the exec of the command.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return "", fmt.Errorf("close_range: %w", err)
+	}
+	if err := dropCapabilities(); err != nil {
+		return "", err
+	}
+
+	if unavailable(cfg, LayerSeccomp) {
+		err = errors.New("unavailable (test knob)")
+	} else if err = seccomp.Available(); err == nil {
+		err = seccomp.Install(seccomp.Options{})
+	}
+	switch {
+	case err != nil && degraded(cfg, LayerSeccomp):
+		report(statusMsg{Layer: LayerSeccomp, State: "degraded", Detail: err.Error()})
+	case err != nil:
+		return LayerSeccomp, err
+	default:
+		report(statusMsg{Layer: LayerSeccomp, State: "applied", Detail: "syscall filter (EPERM/ENOSYS), foreign architectures killed"})
+	}
+	return "", nil
+}
+
+// lookPath finds argv0 in the sandbox's PATH (from env), as the shell would.
+func lookPath(argv0 string, env []string) (string, error) {
+	if strings.Contains(argv0, "/") {
+		if _, err := os.Stat(argv0); err != nil {
+			return "", fmt.Errorf("command %s: %w", argv0, err)
+		}
+		return argv0, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		p := filepath.Join(dir, argv0)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("command %s: %w in the sandbox's PATH (%s)", argv0, exec.ErrNotFound, pathEnv)
+}
