@@ -1,0 +1,138 @@
+#!/usr/bin/env node
+// summarize-sandbox.mjs SANDBOX.jsonl -- markdown tables from bench/sandbox.sh's
+// raw results: start-up overhead side by side, and the egress relay's cost.
+// No dependencies.
+import { readFileSync } from 'node:fs';
+
+const file = process.argv[2];
+if (!file) {
+  console.error('usage: summarize-sandbox.mjs SANDBOX.jsonl');
+  process.exit(2);
+}
+const rows = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+const meta = rows.find((r) => r.section === 'meta') || {};
+
+const med = (xs) => {
+  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
+  if (!v.length) return NaN;
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+};
+const ok = (x) => typeof x === 'number' && Number.isFinite(x);
+const fmt = (x, d = 1) => (ok(x) ? x.toFixed(d) : '-');
+const sign = (x, d = 1) => (ok(x) ? (x >= 0 ? '+' : '') + x.toFixed(d) : '-');
+const ratio = (a, b) => (ok(a) && ok(b) && b > 0 ? `${(a / b).toFixed(1)}x` : '-');
+const verdict = (pass) => (pass === undefined ? '-' : pass ? '**met**' : '**missed**');
+const cell = (s) => String(s).replace(/\|/g, '\\|').replace(/\n/g, ' ');
+
+const out = [];
+const p = (s = '') => out.push(s);
+const failures = [];
+
+p('# sodactl sandbox benchmark');
+p();
+p(`${meta.date || ''} · ${meta.host_cores ?? '?'} cores (${meta.cpu || '?'}) · Linux ${meta.kernel || '?'} · ${meta.go || ''} · ` +
+  `node ${meta.node || ''} · codex ${meta.codex || '?'} · srt ${meta.srt || '?'} · bwrap ${meta.bwrap || '?'} · ` +
+  `systemd ${meta.systemd || '?'} (box)`);
+p();
+p('Ratios from the same run are what to compare; absolute numbers move between runs on a shared 2-core machine.');
+
+// ------------------------------------------------------------- start-up --
+const st = (env, name) => rows.find((r) => r.section === 'startup' && r.env === env && r.name === name);
+const startupRows = rows.filter((r) => r.section === 'startup');
+const TARGET_MS = 25;
+if (startupRows.length) {
+  p();
+  p(`## Start-up: \`CMD -- true\`, wall ms, median of ${meta.runs ?? '?'} runs (${meta.warmup ?? '?'} warm-up runs discarded)`);
+  p();
+  p('Overhead = median − median of plain `true` in the same environment. ' +
+    'Ratios: this row ÷ sodactl on the host (median wall time; overhead).');
+  p();
+  p('| where | command | median ms | min ms | max ms | overhead ms | ÷ sodactl (wall) | ÷ sodactl (overhead) | failed runs |');
+  p('|---|---|---|---|---|---|---|---|---|');
+  const label = {
+    'host/true': 'plain `true`',
+    'host/sodactl': '`sodactl run --allow-degraded cgroup -- true` (no cgroup)',
+    'host/codex': '`codex sandbox -- true`',
+    'host/srt': '`srt --settings FILE true`',
+    'box/true': 'plain `true`',
+    'box/sodactl': '`sodactl run -- true` (full stack: transient scope, limits)',
+  };
+  const where = { host: 'host', box: 'systemd box' };
+  const sodaHost = st('host', 'sodactl')?.res;
+  const baseHost = st('host', 'true')?.res;
+  const sodaOverHost = sodaHost && baseHost ? sodaHost.median_ms - baseHost.median_ms : NaN;
+  // host rows first, then the box's, each in the order measured
+  const ordered = [...startupRows.filter((r) => r.env !== 'box'), ...startupRows.filter((r) => r.env === 'box')];
+  for (const r of ordered) {
+    const { env, name } = r;
+    const lab = label[`${env}/${name}`] || `\`${cell(r.cmd || name)}\``;
+    if (r.failed) {
+      failures.push(`start-up, ${where[env] || env}, ${name} (\`${r.cmd || name}\`): ${r.failed}`);
+      p(`| ${where[env] || env} | ${lab} | not run: see below | | | | | | |`);
+      continue;
+    }
+    const base = st(env, 'true')?.res;
+    const over = name === 'true' ? NaN : r.res.median_ms - (base ? base.median_ms : NaN);
+    const peer = name !== 'true' && name !== 'sodactl';
+    p(`| ${where[env] || env} | ${lab} | ${fmt(r.res.median_ms, 2)} | ${fmt(r.res.min_ms, 2)} | ${fmt(r.res.max_ms, 2)} | ` +
+      `${name === 'true' ? '—' : sign(over, 2)} | ${peer ? ratio(r.res.median_ms, sodaHost?.median_ms) : '—'} | ` +
+      `${peer ? ratio(over, sodaOverHost) : '—'} | ${r.res.fails ? `${r.res.fails} (exit ${r.res.last_fail_code})` : 0} |`);
+  }
+  p();
+  const targets = [];
+  for (const env of ['host', 'box']) {
+    const r = st(env, 'sodactl'), b = st(env, 'true');
+    if (r?.res && b?.res) {
+      const over = r.res.median_ms - b.res.median_ms;
+      targets.push(`${where[env]}${env === 'box' ? ' (full stack)' : ' (no cgroup)'} ${sign(over, 2)} ms: ${verdict(over <= TARGET_MS)}`);
+    }
+  }
+  if (targets.length) p(`Target: sodactl's median start-up overhead ≤ ${TARGET_MS} ms — ${targets.join('; ')}.`);
+}
+
+// ---------------------------------------------------------------- relay --
+const rel = (test, path) => rows.filter((r) => r.section === 'relay' && r.test === test && r.path === path);
+const relOK = (test, path) => rel(test, path).filter((r) => r.res).map((r) => r.res);
+const relayRows = rows.filter((r) => r.section === 'relay');
+for (const r of relayRows) if (r.failed) failures.push(`relay ${r.test} ${r.path} rep ${r.rep}: ${r.failed}`);
+if (relayRows.length) {
+  p();
+  p(`## Relayed TCP — medians of ${meta.reps ?? '?'} repetitions, 127.0.0.1 sink/echo on the host`);
+  p();
+  p('direct = sbxbench on the host straight to the server; relayed = sbxbench inside ' +
+    '`sodactl run --allow-degraded cgroup --allow-private 127.0.0.1:PORT`, through the CONNECT proxy ' +
+    'on 127.0.0.1:18080 in the sandbox (the relay hands each connection'"'"'s socket to the host over a Unix socket) and the host-side proxy, which splices it to the sink.');
+  p();
+  p('| measurement | direct | relayed | relayed vs direct | target |');
+  p('|---|---|---|---|---|');
+  const pd = relOK('push', 'direct'), pr = relOK('push', 'relayed');
+  const md = med(pd.map((x) => x.mbps)), mr = med(pr.map((x) => x.mbps));
+  const share = mr / md;
+  p(`| push ${meta.push_bytes || ''} (256 KiB writes), Mbit/s | ${fmt(md, 0)} (${pd.length} ok) | ${fmt(mr, 0)} (${pr.length} ok) | ` +
+    `${ok(share) ? (share * 100).toFixed(0) + ' %' : '-'} | ≥ 50 %: ${verdict(ok(share) ? share >= 0.5 : undefined)} |`);
+  p(`| push, seconds | ${fmt(med(pd.map((x) => x.seconds)), 3)} | ${fmt(med(pr.map((x) => x.seconds)), 3)} | ${ratio(med(pr.map((x) => x.seconds)), med(pd.map((x) => x.seconds)))} | |`);
+  const cd = relOK('connects', 'direct'), cr = relOK('connects', 'relayed');
+  const sd = med(cd.map((x) => x.median_us)), sr = med(cr.map((x) => x.median_us));
+  const add = sr - sd;
+  p(`| connection setup + 1-byte echo, median µs (N=${meta.connects ?? '?'}) | ${fmt(sd)} (${cd.length} ok) | ${fmt(sr)} (${cr.length} ok) | ` +
+    `${sign(add)} µs | ≤ 1000 µs added: ${verdict(ok(add) ? add <= 1000 : undefined)} |`);
+  const pdd = med(cd.map((x) => x.p90_us)), prr = med(cr.map((x) => x.p90_us));
+  p(`| connection setup + 1-byte echo, p90 µs | ${fmt(pdd)} | ${fmt(prr)} | ${sign(prr - pdd)} µs | |`);
+  p(`| connections/s (sequential) | ${fmt(med(cd.map((x) => x.per_s)), 0)} | ${fmt(med(cr.map((x) => x.per_s)), 0)} | ${ratio(med(cr.map((x) => x.per_s)), med(cd.map((x) => x.per_s)))} | |`);
+}
+
+// ------------------------------------------------------------ failures --
+if (failures.length) {
+  p();
+  p('## Not measured');
+  p();
+  for (const f of failures) p(`- ${cell(f)}`);
+}
+p();
+p('Notes: every command is run once before timing and must exit 0. The timer (bench/sbxbench startup) forks ' +
+  'the command with stdin/stdout/stderr on /dev/null and measures fork to exit, like shared/bench/startup-overhead.sh ' +
+  '(whose figures also hold the forks of `date` around each run: about +0.5 ms on plain `true` here). In the box the timer runs inside the ' +
+  'box, so `sdbox exec` is not counted. codex is its native binary (the npm wrapper `node_modules/.bin/codex` adds a ' +
+  'Node start-up); srt runs with an explicit settings file that allows no network and no writes.');
+process.stdout.write(out.join('\n') + '\n');
