@@ -102,7 +102,7 @@ if (relayRows.length) {
   p();
   p('direct = sbxbench on the host straight to the server; relayed = sbxbench inside ' +
     '`sodactl run --allow-degraded cgroup --allow-private 127.0.0.1:PORT`, through the CONNECT proxy ' +
-    'on 127.0.0.1:18080 in the sandbox (the relay hands each connection'"'"'s socket to the host over a Unix socket) and the host-side proxy, which splices it to the sink.');
+    'on 127.0.0.1:18080 in the sandbox (the relay hands each connection\u2019s socket to the host over a Unix socket) and the host-side proxy, which splices it to the sink.');
   p();
   p('| measurement | direct | relayed | relayed vs direct | target |');
   p('|---|---|---|---|---|');
