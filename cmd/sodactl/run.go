@@ -18,6 +18,7 @@ import (
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/systemd"
 )
 
 const runUsage = `Usage: sodactl run [OPTIONS] -- COMMAND [ARGS...]
@@ -249,15 +250,25 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 	spec.Home = home
 
-	engine := &sandbox.Linux{Log: log}
+	// The audit trail goes to the journal when there is one (journalctl
+	// SODA_SANDBOX=ID), and to --audit-json.
+	var sinks []func(sandbox.Record)
+	if systemd.JournalAvailable() {
+		sinks = append(sinks, sandbox.LogAudit(slog.New(systemd.NewJournalHandler(slog.LevelInfo))))
+	}
 	if ro.auditJSON != "" {
 		f, err := os.OpenFile(ro.auditJSON, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return exitSandbox, fmt.Errorf("--audit-json: %w", err)
 		}
 		defer f.Close()
-		engine.Audit = sandbox.NewJSONAudit(f).Write
+		sinks = append(sinks, sandbox.NewJSONAudit(f).Write)
 	}
+	engine := &sandbox.Linux{Log: log, Audit: func(r sandbox.Record) {
+		for _, s := range sinks {
+			s(r)
+		}
+	}}
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()

@@ -1,12 +1,14 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +52,56 @@ func (sb *Sandbox) record(r Record) {
 	}
 	if sb.audit != nil {
 		sb.audit(r)
+	}
+}
+
+// LogAudit returns an audit sink that logs every record on log (for
+// journald: one entry per record, its fields as SODA_* fields). Egress
+// denials and waived layers are warnings, the rest informational.
+func LogAudit(log *slog.Logger) func(Record) {
+	return func(r Record) {
+		lvl := slog.LevelInfo
+		attrs := []any{"sandbox", r.Sandbox}
+		msg := "sandbox " + r.Event
+		switch r.Event {
+		case "start":
+			attrs = append(attrs, "argv", strings.Join(r.Argv, " "), "grants", strings.Join(r.Grants, ","),
+				"rw", strings.Join(r.ReadWrite, ":"), "ro", strings.Join(r.ReadOnly, ":"))
+		case "layer":
+			msg = "sandbox layer"
+			attrs = append(attrs, "layer", string(r.Layer), "state", r.State, "detail", r.Detail)
+			if r.State != "applied" {
+				lvl = slog.LevelWarn
+			}
+		case "env":
+			msg = "sandbox layer"
+			keys := make([]string, len(r.Dropped))
+			for i, d := range r.Dropped {
+				keys[i] = d.Key
+			}
+			attrs = append(attrs, "layer", "env", "dropped", strings.Join(keys, ","))
+		case "egress":
+			if r.Egress == nil {
+				return
+			}
+			e := r.Egress
+			attrs = append(attrs, "kind", e.Kind, "target", e.Target, "decision", e.Decision, "reason", e.Reason,
+				"addr", e.Addr, "bytes_up", e.BytesUp, "bytes_down", e.BytesDown, "duration_ms", e.DurationMS)
+			if e.Decision != "allow" {
+				lvl = slog.LevelWarn
+			}
+		case "refused":
+			lvl = slog.LevelError
+			attrs = append(attrs, "detail", r.Detail)
+		case "exit":
+			if r.Exit != nil {
+				attrs = append(attrs, "code", r.Exit.Code, "signal", r.Exit.Signal, "timed_out", r.Exit.TimedOut)
+			}
+			attrs = append(attrs, "duration_ms", r.DurationMS)
+		case "ready":
+			return // the start and layer records say it all
+		}
+		log.Log(context.Background(), lvl, msg, attrs...)
 	}
 }
 

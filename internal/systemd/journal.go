@@ -28,7 +28,16 @@ var MessageIDs = map[string]string{
 	"auth failure":  "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c37",
 	"limit hit":     "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c38",
 	"child stderr":  "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c39",
+	// sodactl run's audit trail.
+	"sandbox start":   "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c41",
+	"sandbox refused": "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c42",
+	"sandbox layer":   "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c43",
+	"sandbox egress":  "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c44",
+	"sandbox exit":    "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c45",
 }
+
+// JournalAvailable reports whether journald's socket is there to log to.
+func JournalAvailable() bool { return journal.Enabled() }
 
 // JournalHandler is a slog.Handler that sends records to journald with
 // every attribute as a field: "session" becomes SODA_SESSION and so on,

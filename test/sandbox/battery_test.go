@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -140,7 +141,8 @@ func runBattery(t *testing.T, user string) {
 	}
 
 	// Every egress attempt is audited, with the right decision.
-	ev := egressEvents(e.auditRecords(t, audit))
+	recs := e.auditRecords(t, audit)
+	ev := egressEvents(recs)
 	decision := map[string]string{}
 	reason := map[string]string{}
 	for _, x := range ev {
@@ -173,6 +175,12 @@ func runBattery(t *testing.T, user string) {
 	}
 	if dns == 0 {
 		t.Errorf("no DNS attempt audited (the battery resolves secret-token.exfil.example)")
+	}
+	// The same trail is in the journal, one entry per attempt.
+	id, _ := recs[0]["sandbox"].(string)
+	jr := e.exec(execOpts{}, "sh", "-c", "journalctl --sync; journalctl -q -o cat SODA_SANDBOX="+id+" MESSAGE_ID=4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c44 | wc -l")
+	if n, _ := strconv.Atoi(strings.TrimSpace(jr.stdout)); n != len(ev) {
+		t.Errorf("journal has %d egress entries for %s, the audit file %d: %s", n, id, len(ev), jr)
 	}
 	e.noLeftovers(t)
 }
