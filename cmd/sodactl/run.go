@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -63,11 +65,10 @@ Exit status: COMMAND's; 125 if the sandbox could not be set up (the error
 names the layer), 126/127 if COMMAND cannot be run or found.
 `
 
-// Exit codes of sodactl run besides the command's own.
-const (
-	exitSandbox  = 125
-	exitNotFound = 127
-)
+// exitSandbox is sodactl run's exit status when the sandbox could not be
+// set up; 126 and 127 (command not executable, not found) come from
+// sandbox.CommandError.
+const exitSandbox = 125
 
 // listFlag collects a repeatable, comma-separated flag.
 type listFlag []string
@@ -186,6 +187,13 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		}
 	}
 	spec.ReadWrite, spec.ReadOnly, spec.Dir = ro.rw, ro.ro, ro.workdir
+	// The caller's own home stays out of sight wherever it is (below /home
+	// it is hidden anyway), the invoking user's too under sudo.
+	for _, h := range []string{os.Getenv("HOME"), sudoHome()} {
+		if h != "" {
+			spec.Hide = append(spec.Hide, h)
+		}
+	}
 
 	// The MCP grants: ports for the relay, URLs and tokens for the agent.
 	var servers []clientconfig.Server
@@ -224,11 +232,17 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	if err != nil {
 		return exitSandbox, err
 	}
-	home, err := os.MkdirTemp(stateDir, "home-")
+	sweepHomes(stateDir, log)
+	home, unlock, err := newHome(stateDir)
 	if err != nil {
-		return exitSandbox, fmt.Errorf("create sandbox home: %w", err)
+		return exitSandbox, err
 	}
-	defer os.RemoveAll(home)
+	defer func() {
+		if err := removeTree(home); err != nil {
+			log.Warn("remove sandbox home", "home", home, "err", err)
+		}
+		unlock()
+	}()
 	if len(servers) > 0 {
 		files, err := clientconfig.AgentFiles(servers)
 		if err != nil {
@@ -278,7 +292,9 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 
 	// On a terminal the command gets its own pty, inside the sandbox; the
 	// caller's terminal goes raw so that keys reach it unchanged.
-	if sandbox.IsTerminal(os.Stdin) && sandbox.IsTerminal(os.Stdout) {
+	// A terminal that is only written to is passed as it is; its settings
+	// are restored afterwards whatever the command did to them.
+	if sandbox.IsTerminal(os.Stdin) {
 		spec.TTY = true
 		restore, err := sandbox.MakeRaw(os.Stdin)
 		if err != nil {
@@ -286,16 +302,20 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		}
 		defer restore()
 	}
+	for _, f := range []*os.File{os.Stdout, os.Stderr} {
+		if sandbox.IsTerminal(f) {
+			if restore, err := sandbox.SaveTerminal(f); err == nil {
+				defer restore()
+			}
+		}
+	}
 
 	sb, err := engine.Start(ctx, spec)
 
 	if err != nil {
-		var le *sandbox.LayerError
-		if errors.As(err, &le) {
-			return exitSandbox, err
-		}
-		if strings.Contains(err.Error(), "executable file not found") || errors.Is(err, os.ErrNotExist) {
-			return exitNotFound, err
+		var ce *sandbox.CommandError
+		if errors.As(err, &ce) {
+			return ce.Code, err
 		}
 		return exitSandbox, err
 	}
@@ -312,6 +332,79 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", argv[0], ro.timeout)
 	}
 	return st.Code, nil
+}
+
+// newHome makes a private home for one sandbox in dir, with a lock file
+// held while the sandbox runs, so that a later sodactl can tell a home
+// left by a killed one (unlocked) from one in use.
+func newHome(dir string) (home string, unlock func(), err error) {
+	lock, err := os.CreateTemp(dir, "home-*.lock")
+	if err != nil {
+		return "", nil, fmt.Errorf("create sandbox home: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return "", nil, fmt.Errorf("lock sandbox home: %w", err)
+	}
+	home = strings.TrimSuffix(lock.Name(), ".lock")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		lock.Close()
+		os.Remove(lock.Name())
+		return "", nil, fmt.Errorf("create sandbox home: %w", err)
+	}
+	return home, func() {
+		os.Remove(lock.Name())
+		lock.Close()
+	}, nil
+}
+
+// sweepHomes removes the homes that sandboxes killed before they could
+// clean up left in dir (their lock is free).
+func sweepHomes(dir string, log *slog.Logger) {
+	locks, _ := filepath.Glob(filepath.Join(dir, "home-*.lock"))
+	for _, l := range locks {
+		f, err := os.Open(l)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			home := strings.TrimSuffix(l, ".lock")
+			if err := removeTree(home); err != nil {
+				log.Warn("remove stale sandbox home", "home", home, "err", err)
+			} else {
+				os.Remove(l)
+			}
+		}
+		f.Close()
+	}
+}
+
+// removeTree removes dir and everything in it, first giving back the
+// owner's permissions on directories the sandbox made unreadable.
+func removeTree(dir string) error {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() && d.Type()&fs.ModeSymlink == 0 {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// sudoHome is the home of the user who ran sudo, if any.
+func sudoHome() string {
+	name := os.Getenv("SUDO_USER")
+	if name == "" {
+		return ""
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
 }
 
 // sandboxStateDir is where sandbox homes live on the host: under

@@ -121,7 +121,7 @@ func (r *fakeResolver) LookupNetIP(ctx context.Context, network, host string) ([
 	if network != "ip" {
 		return nil, fmt.Errorf("fake resolver: network %q", network)
 	}
-	addrs, ok := r.names[host]
+	addrs, ok := r.names[strings.TrimSuffix(host, ".")]
 	if !ok {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
@@ -137,12 +137,21 @@ func addrs(ss ...string) []netip.Addr {
 }
 
 // recorder collects audit events.
-type recorder struct{ ch chan Event }
+type recorder struct {
+	ch     chan Event
+	opened atomic.Int64 // "connected" records of allowed connections
+}
 
 func newRecorder() *recorder { return &recorder{ch: make(chan Event, 4096)} }
 
-// audit records ev; when the buffer is full (benchmarks) it drops it.
+// audit records ev; when the buffer is full (benchmarks) it drops it. The
+// record an allowed connection gets when it opens is counted, not
+// queued: the tests look at the final record of each attempt.
 func (r *recorder) audit(ev Event) {
+	if ev.Decision == DecisionAllow && ev.Reason == "connected" {
+		r.opened.Add(1)
+		return
+	}
 	select {
 	case r.ch <- ev:
 	default:

@@ -280,6 +280,12 @@ func (p *Proxy) serveConnect(ctx context.Context, c net.Conn, ev *Event) {
 // recording the outcome in ev.
 func (p *Proxy) relay(ctx context.Context, c, t net.Conn, pending []byte, ev *Event) {
 	ev.Decision = DecisionAllow
+	// An allowed connection is audited when it opens, not only when it
+	// ends: a long one, or one cut by a crash, is on record at once.
+	opened := *ev
+	opened.Reason = "connected"
+	opened.DurationMS = float64(time.Since(ev.Time)) / float64(time.Millisecond)
+	p.audit(opened)
 	if len(pending) > 0 {
 		_ = t.SetWriteDeadline(time.Now().Add(p.handshakeTimeout()))
 		n, err := t.Write(pending)
@@ -316,7 +322,9 @@ func (p *Proxy) connectTarget(ctx context.Context, req request, private bool, ev
 	cands := []netip.Addr{req.ip}
 	what := "target is"
 	if !req.ip.IsValid() {
-		addrs, err := p.resolver().LookupNetIP(ctx, "ip", req.host)
+		// Rooted ("name."): the host's resolv.conf search domains must not
+		// turn an allowed name into another one.
+		addrs, err := p.resolver().LookupNetIP(ctx, "ip", req.host+".")
 		if err != nil {
 			return nil, &httpError{502, fmt.Sprintf("resolve %s: %v", req.host, err)}
 		}

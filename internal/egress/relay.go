@@ -94,8 +94,7 @@ func closeListeners(lns []net.Listener) {
 // and sends 'C', the port the connection was accepted on and a duplicate
 // of the connection's socket on Control, then closes its own copy. A
 // connection whose announcement cannot be sent is closed. Serve closes
-// lns. It
-// returns nil when ctx is done and the listener's error otherwise.
+// lns. It returns nil when ctx is done and the listener's error otherwise.
 func (r *Relay) Serve(ctx context.Context, lns []net.Listener) error {
 	ports := make([]uint16, len(lns))
 	for i, ln := range lns {

@@ -121,6 +121,9 @@ func TestStackConnect(t *testing.T) {
 	if ev.Kind != KindConnect || ev.Decision != DecisionAllow || ev.Addr != s.echo || ev.BytesUp != 29 || ev.BytesDown != 29 {
 		t.Errorf("event %+v", ev)
 	}
+	if n := s.rec.opened.Load(); n != 1 {
+		t.Errorf("%d records at connection open, want 1 (an allowed connection is audited when it opens)", n)
+	}
 }
 
 func TestStackDenied(t *testing.T) {

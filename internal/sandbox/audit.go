@@ -47,7 +47,7 @@ func (sb *Sandbox) record(r Record) {
 		if r.Egress.Decision != "allow" {
 			lvl = slog.LevelWarn
 		}
-		sb.log.Log(nil, lvl, "egress "+r.Egress.Decision, "kind", r.Egress.Kind, "target", r.Egress.Target,
+		sb.log.Log(context.Background(), lvl, "egress "+r.Egress.Decision, "kind", r.Egress.Kind, "target", r.Egress.Target,
 			"addr", r.Egress.Addr, "reason", r.Egress.Reason, "bytes_up", r.Egress.BytesUp, "bytes_down", r.Egress.BytesDown)
 	}
 	if sb.audit != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -82,11 +81,17 @@ func confine(cfg *initConfig, report func(statusMsg)) (Layer, error) {
 	return "", nil
 }
 
-// lookPath finds argv0 in the sandbox's PATH (from env), as the shell would.
+// lookPath finds argv0 in the sandbox's PATH (from env), as the shell
+// would. Its error is a *CommandError with the shell's status: 127 when
+// nothing is found, 126 when what is found cannot be executed.
 func lookPath(argv0 string, env []string) (string, error) {
 	if strings.Contains(argv0, "/") {
-		if _, err := os.Stat(argv0); err != nil {
-			return "", fmt.Errorf("command %s: %w", argv0, err)
+		fi, err := os.Stat(argv0)
+		switch {
+		case err != nil:
+			return "", &CommandError{Code: 127, Err: fmt.Errorf("command %s: %w", argv0, err)}
+		case fi.IsDir() || fi.Mode()&0o111 == 0:
+			return "", &CommandError{Code: 126, Err: fmt.Errorf("command %s: not an executable file", argv0)}
 		}
 		return argv0, nil
 	}
@@ -102,5 +107,16 @@ func lookPath(argv0 string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("command %s: %w in the sandbox's PATH (%s)", argv0, exec.ErrNotFound, pathEnv)
+	return "", &CommandError{Code: 127, Err: fmt.Errorf("command %s not found in the sandbox (PATH=%s)", argv0, pathEnv)}
 }
+
+// CommandError says that the sandbox was built but its command could not
+// be started. Code is the exit status a shell would give (126, 127).
+type CommandError struct {
+	Code int
+	Err  error
+}
+
+func (e *CommandError) Error() string { return e.Err.Error() }
+
+func (e *CommandError) Unwrap() error { return e.Err }

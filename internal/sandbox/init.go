@@ -24,7 +24,7 @@ import (
 )
 
 // runInit is PID 1 of the sandbox. It builds the sandbox (network, root,
-// identity), starts the stage that execs the command, relays egress,
+// identity), confines itself and forks the command, relays egress,
 // forwards signals, reaps orphans, and exits with the command's status;
 // its exit ends the PID namespace and so every process left in it.
 func runInit() int {
@@ -102,7 +102,11 @@ func runInit() int {
 	if len(cfg.idmapDegraded) > 0 {
 		report(statusMsg{Layer: LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})
 	} else if len(cfg.IDMaps) > 0 {
-		report(statusMsg{Layer: LayerIDMap, State: "applied", Detail: fmt.Sprintf("%d granted paths idmapped to uid %d", len(cfg.IDMaps), cfg.UID)})
+		detail := fmt.Sprintf("%d granted paths idmapped to uid %d", len(cfg.IDMaps)-len(cfg.idmapSkipped), cfg.UID)
+		if len(cfg.idmapSkipped) > 0 {
+			detail += "; read-only without idmap (filesystem cannot): " + strings.Join(cfg.idmapSkipped, ", ")
+		}
+		report(statusMsg{Layer: LayerIDMap, State: "applied", Detail: detail})
 	}
 
 	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
@@ -111,15 +115,29 @@ func runInit() int {
 		if pty, err = openSandboxPTY(cfg.UID, cfg.GID); err != nil {
 			return fail("", err)
 		}
-		stdio[0], stdio[1] = pty.slave, pty.slave
-		if _, err := unix.IoctlGetTermios(2, unix.TCGETS); err == nil {
-			stdio[2] = pty.slave
+		// The pty replaces the caller's terminal, never a pipe or file.
+		stdio[0] = pty.slave
+		for fd := 1; fd <= 2; fd++ {
+			if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+				stdio[fd] = pty.slave
+			}
 		}
 	}
 	path, err := lookPath(cfg.Argv[0], cfg.Env)
 	if err != nil {
+		var ce *CommandError
+		if errors.As(err, &ce) {
+			report(statusMsg{Error: ce.Error(), Code: ce.Code})
+			_, _ = cfgIn.ReadByte()
+			return ce.Code
+		}
 		return fail("", err)
 	}
+
+	// From here a signal from the host is for the command: catch it now
+	// (Go's default would end init) and forward it once the command runs.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGUSR1, syscall.SIGUSR2)
 
 	// Init confines itself, then forks the command, which inherits it all.
 	// Per-thread state (capability sets, the bounding set) is what the
@@ -160,9 +178,8 @@ func runInit() int {
 		}
 	}
 
-	// Forward the host's signals to the command's process group.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGUSR1, syscall.SIGUSR2)
+	// Forward the host's signals (caught from before the command started)
+	// to the command's process group.
 	go func() {
 		for s := range sigs {
 			if s == syscall.SIGWINCH && pty != nil {

@@ -43,6 +43,10 @@ type Linux struct {
 // startTimeout bounds the time from clone to the command's exec.
 const startTimeout = 15 * time.Second
 
+// proxyDrain is how long teardown lets the egress proxy finish the
+// connections of a sandbox whose processes are all gone.
+const proxyDrain = 2 * time.Second
+
 // stopGrace is how long a stopped sandbox has between SIGTERM and SIGKILL.
 const stopGrace = 5 * time.Second
 
@@ -107,7 +111,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
-		DNS: true, ForwardProxy: spec.Egress.ProxyPort, StdinIsTTY: spec.TTY,
+		DNS: true, StdinIsTTY: spec.TTY, HideExtra: spec.Hide,
 	}
 	kept, dropped := FilterEnv(spec.Env)
 	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)
@@ -121,6 +125,27 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		}
 	}
 
+	// What the granted paths are now. Init checks that it mounts the same
+	// directories: a path swapped for a symlink or another directory after
+	// this check is refused, not followed.
+	cfg.Identities = map[string][2]uint64{}
+	owners := map[string][2]uint32{}
+	for _, p := range append(append([]string{spec.Home}, spec.ReadOnly...), spec.ReadWrite...) {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return nil, fmt.Errorf("granted path %s: %w", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return nil, fmt.Errorf("granted path %s changed after it was resolved (now not a directory)", p)
+		}
+		cfg.Identities[p] = [2]uint64{st.Dev, st.Ino}
+		owners[p] = [2]uint32{st.Uid, st.Gid}
+	}
+
+	if spec.Knobs.AfterCheck != nil {
+		spec.Knobs.AfterCheck()
+	}
+
 	// Who the command runs as.
 	if root {
 		sb.uid, err = leaseUID()
@@ -128,10 +153,10 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 			return nil, fmt.Errorf("sandbox uid: %w", err)
 		}
 		cfg.UID, cfg.GID = sb.uid.uid, sb.uid.uid
-		if err := chownTree(spec.Home, cfg.UID, cfg.GID); err != nil {
+		if err := walkChown(spec.Home, cfg.UID, cfg.GID); err != nil {
 			return nil, fmt.Errorf("sandbox home: %w", err)
 		}
-		if err := sb.idmapGrants(&cfg); err != nil {
+		if err := sb.idmapGrants(&cfg, owners); err != nil {
 			return nil, err
 		}
 	} else {
@@ -157,13 +182,13 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	// Pipes: config (host → init), status (init → host), egress control.
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("configuration pipe: %w", err)
 	}
 	defer cfgR.Close()
 	defer cfgW.Close()
 	statR, statW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("status pipe: %w", err)
 	}
 	defer statR.Close()
 	defer statW.Close()
@@ -287,7 +312,10 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 			switch {
 			case m.Error != "":
 				var err error = errors.New(m.Error)
-				if m.Layer != "" {
+				switch {
+				case m.Code != 0:
+					err = &CommandError{Code: m.Code, Err: err}
+				case m.Layer != "":
 					err = &LayerError{Layer: m.Layer, Err: err}
 				}
 				done <- result{err}
@@ -398,7 +426,7 @@ func systemdRunning() bool {
 // idmapGrants prepares idmapped mounts (root only): each granted path not
 // owned by the sandbox uid is mapped so that the sandbox uid acts as its
 // owner inside.
-func (sb *Sandbox) idmapGrants(cfg *initConfig) error {
+func (sb *Sandbox) idmapGrants(cfg *initConfig, owners map[string][2]uint32) error {
 	if sb.spec.Knobs.unavailable(LayerIDMap) {
 		if slices.Contains(sb.spec.AllowDegraded, LayerIDMap) {
 			sb.record(Record{Event: "layer", Layer: LayerIDMap, State: "degraded", Detail: "unavailable (test knob)"})
@@ -408,16 +436,17 @@ func (sb *Sandbox) idmapGrants(cfg *initConfig) error {
 	}
 	byOwner := map[[2]uint32]int{}
 	cfg.IDMaps = map[string]int{}
-	paths := append(append([]string{}, sb.spec.ReadOnly...), sb.spec.ReadWrite...)
-	for _, p := range paths {
-		var st unix.Stat_t
-		if err := unix.Stat(p, &st); err != nil {
-			return fmt.Errorf("stat %s: %w", p, err)
+	for _, g := range grantList(sb.spec) {
+		key := owners[g.path]
+		// A read-only grant of a root-owned tree is not idmapped: the
+		// sandbox uid would read every root-only file in it. It sees what
+		// any user may read there.
+		if g.ro && key[0] == 0 {
+			continue
 		}
-		key := [2]uint32{st.Uid, st.Gid}
 		idx, ok := byOwner[key]
 		if !ok {
-			ns, err := newIDMapNS(cfg.UID, cfg.GID, st.Uid, st.Gid)
+			ns, err := newIDMapNS(cfg.UID, cfg.GID, key[0], key[1])
 			if err != nil {
 				return &LayerError{Layer: LayerIDMap, Err: err}
 			}
@@ -425,9 +454,27 @@ func (sb *Sandbox) idmapGrants(cfg *initConfig) error {
 			idx = len(sb.idmaps) - 1
 			byOwner[key] = idx
 		}
-		cfg.IDMaps[p] = idx
+		cfg.IDMaps[g.path] = idx
 	}
 	return nil
+}
+
+// grant is one granted path.
+type grant struct {
+	path string
+	ro   bool
+}
+
+// grantList lists the spec's grants, read-only ones first.
+func grantList(s Spec) []grant {
+	var gs []grant
+	for _, p := range s.ReadOnly {
+		gs = append(gs, grant{p, true})
+	}
+	for _, p := range s.ReadWrite {
+		gs = append(gs, grant{p, false})
+	}
+	return gs
 }
 
 // namespaceError turns a failed clone into the layer that is missing.
@@ -496,10 +543,10 @@ loop:
 		ws := ps.Sys().(syscall.WaitStatus)
 		switch {
 		case ws.Exited():
+			// Init exits with 128+N when the command was killed by signal
+			// N, as a shell does; an exit(130) looks the same, so no
+			// signal is inferred.
 			st.Code = ws.ExitStatus()
-			if st.Code > 128 && st.Code < 128+65 {
-				st.Signal = unix.SignalName(syscall.Signal(st.Code - 128))
-			}
 		case ws.Signaled():
 			st.Code = 128 + int(ws.Signal())
 			st.Signal = unix.SignalName(ws.Signal())
@@ -537,6 +584,14 @@ func (sb *Sandbox) cleanup(ctx context.Context) {
 		_ = sb.cmd.Wait()
 	}
 	if sb.cancelProxy != nil {
+		// Init is gone: the control socket reads end of file once the
+		// proxy has taken the connections still queued on it, and those
+		// end as their other side died with the sandbox. Give that a
+		// moment, so they are served and audited, then cut the rest.
+		select {
+		case <-sb.proxyDone:
+		case <-time.After(proxyDrain):
+		}
 		sb.cancelProxy()
 		sb.egress.Close()
 		<-sb.proxyDone
@@ -565,9 +620,4 @@ func grantStrings(p egress.Policy) []string {
 		out = append(out, fmt.Sprintf("mcp 127.0.0.1:%d", port))
 	}
 	return out
-}
-
-// chownTree gives the sandbox uid the home directory the caller prepared.
-func chownTree(dir string, uid, gid int) error {
-	return walkChown(dir, uid, gid)
 }

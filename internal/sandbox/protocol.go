@@ -47,21 +47,24 @@ type initConfig struct {
 	UserNS bool `json:"userns"`
 	// IDMaps gives, per granted path, the index of the user namespace fd
 	// (after cfg,status,egress) to idmap it with; -1 or absent: no idmap.
-	IDMaps       map[string]int `json:"idmaps,omitempty"`
-	RelayPorts   []uint16       `json:"relay_ports"`
-	DNS          bool           `json:"dns"`
-	TmpSize      int64          `json:"tmp_size"`
-	NoFile       uint64         `json:"nofile"`
-	FileSize     uint64         `json:"fsize"`
-	LandlockMin  int            `json:"landlock_min_abi"`
-	Degraded     []Layer        `json:"degraded,omitempty"`
-	Unavailable  []Layer        `json:"unavailable,omitempty"`
-	HideExtra    []string       `json:"hide_extra,omitempty"`
-	StdinIsTTY   bool           `json:"stdin_tty"`
-	LogDebug     bool           `json:"debug,omitempty"`
-	ForwardProxy uint16         `json:"proxy_port"`
+	IDMaps map[string]int `json:"idmaps,omitempty"`
+	// Identities holds the device and inode each granted path (and the
+	// home) had when the host checked it; init mounts a path only if it
+	// still reaches that directory without following a symlink.
+	Identities  map[string][2]uint64 `json:"ids"`
+	RelayPorts  []uint16             `json:"relay_ports"`
+	DNS         bool                 `json:"dns"`
+	TmpSize     int64                `json:"tmp_size"`
+	NoFile      uint64               `json:"nofile"`
+	FileSize    uint64               `json:"fsize"`
+	LandlockMin int                  `json:"landlock_min_abi"`
+	Degraded    []Layer              `json:"degraded,omitempty"`
+	Unavailable []Layer              `json:"unavailable,omitempty"`
+	HideExtra   []string             `json:"hide_extra,omitempty"`
+	StdinIsTTY  bool                 `json:"stdin_tty"`
 
-	idmapDegraded []string // grants mounted without idmap (init only)
+	idmapDegraded []string // read-write grants mounted without idmap (init only)
+	idmapSkipped  []string // read-only grants whose filesystem cannot idmap
 }
 
 // statusMsg is one line init writes on the status pipe.
@@ -70,6 +73,7 @@ type statusMsg struct {
 	State  string `json:"state,omitempty"` // applied, degraded
 	Detail string `json:"detail,omitempty"`
 	Error  string `json:"error,omitempty"` // fatal: init exits
+	Code   int    `json:"code,omitempty"`  // with Error: the command could not start (126, 127)
 	Ready  bool   `json:"ready,omitempty"` // the command has been started
 	Pid    int    `json:"pid,omitempty"`   // its pid inside the sandbox
 	// Elapsed is the time since init's main started, for -v timings.

@@ -43,6 +43,18 @@ func MakeRaw(tty *os.File) (restore func() error, err error) {
 	return func() error { return unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, saved) }, nil
 }
 
+// SaveTerminal records the settings of the terminal f and returns the
+// function that puts them back, for a terminal passed to the sandbox as
+// it is (its output only): whatever the command does to its modes is
+// undone when sodactl exits.
+func SaveTerminal(f *os.File) (restore func() error, err error) {
+	saved, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	if err != nil {
+		return nil, fmt.Errorf("read terminal settings: %w", err)
+	}
+	return func() error { return unix.IoctlSetTermios(int(f.Fd()), unix.TCSETS, saved) }, nil
+}
+
 // sandboxPTY is init's side of the command's terminal.
 type sandboxPTY struct {
 	master, slave *os.File
@@ -74,10 +86,20 @@ func openSandboxPTY(uid, gid int) (*sandboxPTY, error) {
 	_ = slave.Chown(uid, gid)
 	p := &sandboxPTY{master: master, slave: slave, outDone: make(chan struct{})}
 	p.resize()
+	// The pty's output goes where the caller sees it: stdout if that is
+	// the terminal, else stderr if that is, else nowhere (only the echo of
+	// what is typed; the command's output then goes to the caller's pipe).
+	out := io.Discard
+	for _, f := range []*os.File{os.Stdout, os.Stderr} {
+		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+			out = f
+			break
+		}
+	}
 	go func() { _, _ = io.Copy(master, os.Stdin) }()
 	go func() {
 		defer close(p.outDone)
-		_, _ = io.Copy(os.Stdout, master) // EIO once every slave fd is closed
+		_, _ = io.Copy(out, master) // EIO once every slave fd is closed
 	}()
 	return p, nil
 }

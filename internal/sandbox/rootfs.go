@@ -16,7 +16,11 @@ import (
 // The sandbox's root is a tmpfs that init builds in its own mount
 // namespace and pivots into:
 //
-//	/usr /etc /var /opt …   the host's, bound read-only, nosuid, nodev
+//	/usr /etc /var /opt, /bin /sbin /lib* (or their merged-/usr links)
+//	                        the host's, bound read-only, nosuid, nodev; no
+//	                        other top-level directory of the host exists
+//	/sys                    the host's, read-only (runtimes read their
+//	                        cgroup limits and CPU topology there)
 //	/proc                   a fresh procfs of the sandbox's PID namespace
 //	/dev                    null zero full random urandom tty, own devpts, /dev/shm
 //	/tmp /var/tmp /dev/shm  private, size-limited, noexec tmpfs
@@ -31,12 +35,19 @@ import (
 // call, so that submounts (a /var on another disk) are covered as well.
 const oldRoot = "/.oldroot"
 
-// hiddenTop are top-level host directories replaced by an empty tmpfs.
-var hiddenTop = []string{"run", "home", "root", "mnt", "media", "lost+found", "tmp"}
+// systemTop are the top-level host directories the sandbox sees (read
+// only). Everything else at the top of the host (/srv, /boot, /work, data
+// disks, …) does not exist in the sandbox unless granted.
+var systemTop = []string{"usr", "etc", "var", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "sys"}
+
+// hiddenTop are top-level directories that exist in the sandbox but empty.
+var hiddenTop = []string{"run", "home", "root", "mnt", "media", "tmp"}
 
 // hiddenBelow are host directories below read-only binds that are hidden
-// too; missing ones are skipped.
-var hiddenBelow = []string{"/var/run", "/var/tmp", "/var/lib/soda", "/var/lib/sss/pipes", "/var/spool/cron", "/etc/soda"}
+// too; missing ones are skipped. /var/home and /var/roothome are where
+// /home and /root point on image-based systems (Fedora Silverblue, CoreOS).
+var hiddenBelow = []string{"/var/run", "/var/tmp", "/var/home", "/var/roothome", "/var/mnt", "/var/lib/soda",
+	"/var/lib/sss/pipes", "/var/spool/cron", "/var/lib/docker", "/var/lib/containers", "/var/lib/libvirt", "/etc/soda"}
 
 // layerFailure is an error of buildRoot that belongs to another layer
 // than the mount namespace.
@@ -99,6 +110,8 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 			if err := emptyTmpfs(dst); err != nil {
 				return err
 			}
+		case !slices.Contains(systemTop, name):
+			continue
 		case e.Type()&os.ModeSymlink != 0:
 			target, err := os.Readlink(host)
 			if err != nil {
@@ -114,25 +127,15 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 		}
 	}
 	for _, name := range hiddenTop {
-		if _, err := os.Lstat("/" + name); errors.Is(err, os.ErrNotExist) && name != "lost+found" {
+		if _, err := os.Lstat("/" + name); errors.Is(err, os.ErrNotExist) {
 			if err := emptyTmpfs("/" + name); err != nil {
 				return err
 			}
 		}
 	}
-	for _, p := range append(slices.Clone(hiddenBelow), cfg.HideExtra...) {
-		fi, err := os.Lstat(p)
-		if err != nil || !fi.IsDir() {
-			continue // missing, or a symlink into a hidden place (/var/run → /run)
-		}
-		if strings.HasSuffix(p, "/tmp") {
-			err = mountTmp(p, cfg.TmpSize)
-		} else {
-			err = unix.Mount("soda-hidden", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "mode=0755,size=4k")
-		}
-		if err != nil {
-			return fmt.Errorf("hide %s: %w", p, err)
-		}
+	hidden := append(slices.Clone(hiddenBelow), cfg.HideExtra...)
+	if err := hide(hidden, cfg.TmpSize); err != nil {
+		return err
 	}
 	if err := writeResolvConf(); err != nil {
 		return fmt.Errorf("resolv.conf: %w", err)
@@ -142,20 +145,10 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 	if err := os.MkdirAll(SandboxHome, 0o755); err != nil {
 		return err
 	}
-	if err := bindGrant(oldRoot+cfg.Home, SandboxHome, false, nil); err != nil {
+	if err := bindGrant(oldRoot+cfg.Home, SandboxHome, false, nil, cfg.Identities[cfg.Home]); err != nil {
 		return fmt.Errorf("mount home: %w", err)
 	}
-	type grant struct {
-		path string
-		ro   bool
-	}
-	var grants []grant
-	for _, p := range cfg.ReadOnly {
-		grants = append(grants, grant{p, true})
-	}
-	for _, p := range cfg.ReadWrite {
-		grants = append(grants, grant{p, false})
-	}
+	grants := grantList(Spec{ReadOnly: cfg.ReadOnly, ReadWrite: cfg.ReadWrite})
 	// Parents first, so that a grant inside another one is mounted on top.
 	sort.SliceStable(grants, func(i, j int) bool { return len(grants[i].path) < len(grants[j].path) })
 	for _, g := range grants {
@@ -166,17 +159,37 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 		if err := os.MkdirAll(g.path, 0o755); err != nil {
 			return fmt.Errorf("mount point for %s: %w", g.path, err)
 		}
-		err := bindGrant(oldRoot+g.path, g.path, g.ro, ns)
-		if err != nil && ns != nil {
+		err := bindGrant(oldRoot+g.path, g.path, g.ro, ns, cfg.Identities[g.path])
+		var ie *idmapError
+		if errors.As(err, &ie) && g.ro {
+			// Read-only: without the idmap it is just less readable.
+			cfg.idmapSkipped = append(cfg.idmapSkipped, g.path)
+			err = bindGrant(oldRoot+g.path, g.path, g.ro, nil, cfg.Identities[g.path])
+		} else if errors.As(err, &ie) {
 			if !degraded(cfg, LayerIDMap) {
 				return &layerFailure{LayerIDMap, fmt.Errorf("mount %s: %w", g.path, err)}
 			}
 			cfg.idmapDegraded = append(cfg.idmapDegraded, fmt.Sprintf("%s: %v", g.path, err))
-			err = bindGrant(oldRoot+g.path, g.path, g.ro, nil)
+			err = bindGrant(oldRoot+g.path, g.path, g.ro, nil, cfg.Identities[g.path])
 		}
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", g.path, err)
 		}
+	}
+
+	// A grant of a parent (--ro /var) brought the hidden places back:
+	// hide them again on top of it.
+	var again []string
+	for _, p := range hidden {
+		for _, g := range grants {
+			if strings.HasPrefix(p, g.path+"/") {
+				again = append(again, p)
+				break
+			}
+		}
+	}
+	if err := hide(again, cfg.TmpSize); err != nil {
+		return err
 	}
 
 	if err := unix.Unmount(oldRoot, unix.MNT_DETACH); err != nil {
@@ -185,13 +198,39 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 	if err := os.Remove(oldRoot); err != nil {
 		return err
 	}
-	// Freeze the skeleton: the root tmpfs and the empty ones.
-	for _, p := range []string{"/", "/run", "/home", "/root", "/mnt", "/media", "/dev"} {
+	// Freeze the skeleton: the root tmpfs and the empty ones (writable
+	// until now for the grants' mount points).
+	freeze := append([]string{"/", "/run", "/home", "/root", "/mnt", "/media", "/dev"}, hidden...)
+	for _, p := range freeze {
+		if strings.HasSuffix(p, "/tmp") {
+			continue // the private /var/tmp stays writable
+		}
 		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
 			continue
 		}
 		if err := setAttr(p, unix.MOUNT_ATTR_RDONLY, false); err != nil {
 			return fmt.Errorf("make %s read-only: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// hide covers each existing directory of paths with an empty tmpfs (a
+// private one for .../tmp); symlinks (/var/run → /run) and missing paths
+// are skipped.
+func hide(paths []string, tmpSize int64) error {
+	for _, p := range paths {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if strings.HasSuffix(p, "/tmp") {
+			err = mountTmp(p, tmpSize)
+		} else {
+			err = unix.Mount("soda-hidden", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k")
+		}
+		if err != nil {
+			return fmt.Errorf("hide %s: %w", p, err)
 		}
 	}
 	return nil
@@ -240,35 +279,58 @@ func bindReadOnly(src, dst string, dir bool) error {
 	return nil
 }
 
-// bindGrant mounts a granted host directory at dst. With ns (root
+// bindGrant mounts the granted host directory src at dst. The directory
+// is opened without following any symlink and must be the one the host
+// checked (id: device and inode), so that swapping a path component for a
+// symlink, or the directory for another, between the host's check and
+// this mount is refused instead of granting something else. With ns (root
 // callers) the mount is idmapped so that the sandbox uid acts as the
 // directory's owner.
-func bindGrant(src, dst string, ro bool, ns *os.File) error {
-	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
-	if ro {
-		attr |= unix.MOUNT_ATTR_RDONLY
+func bindGrant(src, dst string, ro bool, ns *os.File, id [2]uint64) error {
+	dir, err := unix.Openat2(unix.AT_FDCWD, src, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return fmt.Errorf("open %s without following symlinks: %w (did it change after sodactl checked it?)", src, err)
 	}
-	if ns == nil {
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return err
-		}
-		return setAttr(dst, attr, true)
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if err := unix.Fstat(dir, &st); err != nil {
+		return err
 	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if [2]uint64{st.Dev, st.Ino} != id {
+		return fmt.Errorf("%s is not the directory sodactl checked (it was replaced)", src)
+	}
+	tree, err := unix.OpenTree(dir, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return fmt.Errorf("open_tree: %w", err)
 	}
-	defer unix.Close(fd)
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{
-		Attr_set: attr | unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd()),
-	}); err != nil {
-		return fmt.Errorf("idmapped mount (does this filesystem support idmapped mounts?): %w", err)
+	defer unix.Close(tree)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if ro {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	if ns != nil {
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(ns.Fd())
+	}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		if ns != nil {
+			return &idmapError{fmt.Errorf("idmapped mount (does this filesystem support idmapped mounts?): %w", err)}
+		}
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount: %w", err)
 	}
 	return nil
 }
+
+// idmapError is a failure of the idmapping itself (not of the mount).
+type idmapError struct{ error }
+
+func (e *idmapError) Unwrap() error { return e.error }
 
 func setAttr(path string, attr uint64, recursive bool) error {
 	flags := 0

@@ -294,3 +294,59 @@ func TestTimeoutKillsEverything(t *testing.T) {
 		t.Errorf("took %s to stop a command ignoring SIGTERM", d)
 	}
 }
+
+// TestGrantSwappedForSymlink: a granted directory replaced by a symlink
+// (to a place the sandbox must not reach) after the host checked it is
+// refused, and nothing is written where the symlink points.
+func TestGrantSwappedForSymlink(t *testing.T) {
+	requireNamespaces(t)
+	base := t.TempDir()
+	ws, secret := filepath.Join(base, "ws"), filepath.Join(base, "secret")
+	for _, d := range []string{ws, secret} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, swap := range []struct {
+		name string
+		do   func() error
+	}{
+		{"symlink", func() error {
+			if err := os.Rename(ws, ws+".orig"); err != nil {
+				return err
+			}
+			return os.Symlink("secret", ws)
+		}},
+		{"other directory", func() error {
+			if err := os.Rename(ws, ws+".orig"); err != nil {
+				return err
+			}
+			return os.Rename(secret, ws)
+		}},
+	} {
+		t.Run(swap.name, func(t *testing.T) {
+			_, _, _, err := runSandbox(t, func(s *Spec) {
+				s.ReadWrite = []string{ws}
+				s.Knobs.AfterCheck = func() {
+					if err := swap.do(); err != nil {
+						t.Error(err)
+					}
+				}
+			}, "/bin/sh", "-c", "touch "+ws+"/planted")
+			if err == nil || !strings.Contains(err.Error(), ws) {
+				t.Fatalf("err = %v, want a refusal naming %s", err, ws)
+			}
+			matches, _ := filepath.Glob(filepath.Join(base, "*", "planted"))
+			if len(matches) > 0 {
+				t.Errorf("the command wrote through the swapped grant: %v", matches)
+			}
+			// Put things back for the next case.
+			os.Remove(ws)
+			os.RemoveAll(ws)
+			if _, err := os.Stat(secret); err != nil {
+				os.Mkdir(secret, 0o755)
+			}
+			os.Rename(ws+".orig", ws)
+		})
+	}
+}

@@ -122,6 +122,11 @@ type Spec struct {
 	// /etc, …) or hidden (/home, /root, /run, /tmp, /var/tmp, …).
 	ReadOnly  []string
 	ReadWrite []string
+	// Hide lists more host directories to show empty (e.g. the caller's
+	// home when it is not below /home). Where /home and /root really are
+	// (they may be symlinks, as on Fedora Silverblue) is added by
+	// Normalize.
+	Hide []string
 	// Home is a host directory mounted read-write as the sandbox's $HOME
 	// (/home/agent). It must exist; the caller fills it (agent configs).
 	Home string
@@ -150,6 +155,9 @@ type Spec struct {
 // (comma-separated layer names) in sodactl.
 type Knobs struct {
 	Unavailable []Layer
+	// AfterCheck runs once the host has checked the granted paths and
+	// before init mounts them (tests swap a path there).
+	AfterCheck func()
 }
 
 func (k Knobs) unavailable(l Layer) bool { return slices.Contains(k.Unavailable, l) }
@@ -187,6 +195,17 @@ func (s *Spec) Normalize() error {
 			return fmt.Errorf("--rw %s: %w", p, err)
 		}
 	}
+	var hide []string
+	for _, p := range append([]string{"/home", "/root"}, s.Hide...) {
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil || r == "/" || !filepath.IsAbs(r) {
+			continue
+		}
+		if p != "/home" && p != "/root" || r != p {
+			hide = append(hide, r)
+		}
+	}
+	s.Hide = hide
 	if s.Dir == "" {
 		if len(s.ReadWrite) > 0 {
 			s.Dir = s.ReadWrite[0]
@@ -235,7 +254,7 @@ func (s *Spec) Normalize() error {
 }
 
 // DefaultProxyPort is the in-sandbox port of the CONNECT proxy.
-const DefaultProxyPort = 18080
+const DefaultProxyPort = egress.DefaultProxyPort
 
 // forbiddenGrants are host paths that may never be granted: they are the
 // sandbox's own machinery or would undo its hiding of host sockets.

@@ -12,12 +12,13 @@
 //
 // # Use
 //
-// Install is called by the launcher right before it execs the agent:
+// Install is called by the sandbox's init, last of its own confinement,
+// right before it forks the agent (which inherits the filter):
 //
 //	runtime.LockOSThread()
 //	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil { … }
 //	if err := seccomp.Install(seccomp.Options{}); err != nil { … }
-//	err := syscall.Exec(path, argv, env)
+//	proc, err := os.StartProcess(path, argv, attr)
 //
 // no_new_privs is a per-thread attribute, hence the locked thread: Install
 // checks it with prctl(PR_GET_NO_NEW_PRIVS) on the thread it runs on and
@@ -38,7 +39,8 @@
 //     0x40000000 up: x32 syscalls (bit 0x40000000 set), and also -1.
 //     Those ABIs number syscalls differently, so none of the rules below
 //     would apply to them.
-//  2. ENOSYS: clone3 and io_uring_setup/enter/register.
+//  2. ENOSYS: clone3, io_uring_setup/enter/register, and openat2 (its
+//     mode is in a struct the filter cannot read; callers fall back).
 //  3. EPERM whatever the arguments: ptrace, process_vm_readv/writev,
 //     pidfd_getfd, pidfd_send_signal, kcmp, process_madvise; mount,
 //     umount2, pivot_root, chroot, unshare, setns and the new mount API
@@ -60,7 +62,13 @@
 //     plus AF_UNIX when Options.AllowUnixSockets is set; socketpair other
 //     than AF_UNIX; kill(-1, …); kill, tkill, tgkill, rt_sigqueueinfo and
 //     rt_tgsigqueueinfo aimed at PID 1 (the sandbox's init, which runs
-//     under this filter too and relays the sandbox's egress); personality
+//     under this filter too and relays the sandbox's egress), and
+//     prlimit64 on it or fcntl F_SETOWN to it (F_SETOWN_EX altogether);
+//     chmod, fchmod, fchmodat(2), open, openat, creat, mknod(at) and
+//     mkdir(at) with a setuid or setgid bit (a granted directory may be
+//     idmapped to its owner on the host, where nosuid does not hold);
+//     socket protocols other than the default, TCP, UDP and ICMP (no
+//     module autoloading through SCTP and friends); personality
 //     other than 0 (PER_LINUX) and
 //     0xffffffff (query); execveat with AT_EMPTY_PATH; prctl(PR_SET_MM).
 //  5. Everything else is allowed, seccomp(2) and landlock_* included:

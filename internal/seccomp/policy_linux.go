@@ -12,6 +12,9 @@ import (
 // is too old" and fall back (glibc's clone3 to clone, libuv's io_uring to
 // its thread pool).
 var enosysSyscalls = [...]string{
+	// openat2 takes its mode inside a struct the filter cannot read (see
+	// the mode rules); callers fall back to openat.
+	"openat2",
 	"clone3",
 	"io_uring_setup",
 	"io_uring_enter",
@@ -111,6 +114,21 @@ var argSyscalls = [...]string{
 	"personality",
 	"execveat",
 	"prctl",
+	"prlimit64",
+	"fcntl",
+	// Mode rules: the ones missing on an architecture are skipped.
+	"chmod", "fchmod", "fchmodat", "fchmodat2",
+	"open", "openat", "creat", "mknod", "mknodat", "mkdir", "mkdirat",
+}
+
+// modeArg gives, for each syscall that sets a file mode, the argument
+// holding it. Setuid and setgid bits are refused: a granted directory may
+// be idmapped to its owner on the host, where the mount's nosuid does not
+// apply, so a setuid file made in the sandbox would be a setuid file of
+// that owner (root, for a root-owned grant) on the host.
+var modeArg = map[string]int{
+	"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2,
+	"open": 2, "openat": 3, "creat": 1, "mknod": 1, "mknodat": 2, "mkdir": 1, "mkdirat": 2,
 }
 
 // Offsets into struct seccomp_data { int nr; __u32 arch; __u64
@@ -222,12 +240,15 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 			return nil, err
 		}
 		if !ok {
+			if _, isMode := modeArg[name]; isMode {
+				continue // a legacy call this architecture does not have
+			}
 			return nil, fmt.Errorf("seccomp: %s has no %s syscall", arch.name, name)
 		}
 		argNrs[name] = nr
 	}
 
-	c := &compiled{eperm: len(eperm), enosys: len(enosys), kill: 1, argRules: len(argSyscalls)}
+	c := &compiled{eperm: len(eperm), enosys: len(enosys), kill: 1, argRules: len(argNrs)}
 	a := newAssembler()
 	allow, deny, nosys, kill := a.newLabel(), a.newLabel(), a.newLabel(), a.newLabel()
 
@@ -253,6 +274,9 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 	// 4. Argument rules: dispatch on the number, then one block each.
 	blocks := make(map[string]label, len(argSyscalls))
 	for _, name := range argSyscalls {
+		if _, ok := argNrs[name]; !ok {
+			continue
+		}
 		blocks[name] = a.newLabel()
 		a.jumpIf(bpf.JumpEqual, argNrs[name], blocks[name], next)
 	}
@@ -289,10 +313,19 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 	}
 	a.jump(deny)
 	a.bind(inet)
+	inetProto := a.newLabel()
 	a.emit(bpf.LoadAbsolute{Off: argLow(1), Size: 4})
 	a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask})
-	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, allow, next)
-	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, allow, deny)
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, inetProto, next)
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, inetProto, deny)
+	// protocol: the default, TCP, UDP or ICMP (ping sockets); not SCTP,
+	// DCCP, UDP-Lite… whose first use would load a kernel module.
+	a.bind(inetProto)
+	a.emit(bpf.LoadAbsolute{Off: argLow(2), Size: 4})
+	for _, p := range []uint32{0, unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_ICMP, unix.IPPROTO_ICMPV6} {
+		a.jumpIf(bpf.JumpEqual, p, allow, next)
+	}
+	a.jump(deny)
 
 	// socketpair(domain, …): AF_UNIX only.
 	a.bind(blocks["socketpair"])
@@ -312,6 +345,36 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 		a.bind(blocks[name])
 		a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
 		a.jumpIf(bpf.JumpEqual, sandboxInit, deny, allow)
+	}
+
+	// prlimit64(pid, …): not the sandbox's init (it would starve its
+	// relay of descriptors).
+	a.bind(blocks["prlimit64"])
+	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
+	a.jumpIf(bpf.JumpEqual, sandboxInit, deny, allow)
+
+	// fcntl(fd, cmd, arg): no F_SETOWN to init or its process group, which
+	// would let a descriptor's I/O signals hit init; F_SETOWN_EX passes its
+	// target in a struct, so it is refused altogether.
+	a.bind(blocks["fcntl"])
+	setown := a.newLabel()
+	a.emit(bpf.LoadAbsolute{Off: argLow(1), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.F_SETOWN_EX, deny, next)
+	a.jumpIf(bpf.JumpEqual, unix.F_SETOWN, setown, allow)
+	a.bind(setown)
+	a.emit(bpf.LoadAbsolute{Off: argLow(2), Size: 4})
+	a.jumpIf(bpf.JumpEqual, sandboxInit, deny, next)
+	a.jumpIf(bpf.JumpEqual, killAll, deny, allow) // -1: process group 1
+
+	// chmod and file creation: no setuid or setgid bit (see modeArg).
+	for _, name := range argSyscalls {
+		i, isMode := modeArg[name]
+		if _, present := argNrs[name]; !isMode || !present {
+			continue
+		}
+		a.bind(blocks[name])
+		a.emit(bpf.LoadAbsolute{Off: argLow(i), Size: 4})
+		a.jumpIf(bpf.JumpBitsSet, unix.S_ISUID|unix.S_ISGID, deny, allow)
 	}
 
 	// personality(persona): query or plain PER_LINUX only.

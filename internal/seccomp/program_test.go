@@ -326,8 +326,10 @@ func TestProgramSweep(t *testing.T) {
 	// Argument rules with all-zero arguments.
 	want[arch.nums["socket"]] = retEPERM     // AF_UNSPEC
 	want[arch.nums["socketpair"]] = retEPERM // AF_UNSPEC
-	for _, name := range []string{"clone", "ioctl", "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "personality", "execveat", "prctl"} {
-		want[arch.nums[name]] = retAllow
+	for _, name := range argSyscalls {
+		if nr, ok := arch.nums[name]; ok && name != "socket" && name != "socketpair" {
+			want[nr] = retAllow
+		}
 	}
 	if got := len(want); got != len(arch.nums) {
 		t.Fatalf("%d distinct numbers for %d names: two names share a number", got, len(arch.nums))
@@ -536,6 +538,56 @@ func TestSignalsToInit(t *testing.T) {
 			if got := verdict(t, vm, d); got != tc.want {
 				t.Errorf("%s(%#x, SIGTERM): got %s, want %s", name, tc.pid, verdictName(got), verdictName(tc.want))
 			}
+		}
+	}
+}
+
+// TestModeAndInitRules: setuid/setgid modes, and the calls that could
+// starve or signal init through a side door.
+func TestModeAndInitRules(t *testing.T) {
+	arch, err := nativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := newVM(t, Options{})
+	type tc struct {
+		name string
+		args [6]uint64
+		want uint32
+	}
+	tests := []tc{
+		{"fchmod", [6]uint64{3, 0o4755}, retEPERM},
+		{"fchmod", [6]uint64{3, 0o2755}, retEPERM},
+		{"fchmod", [6]uint64{3, 0o755}, retAllow},
+		{"fchmod", [6]uint64{3, 0o1777}, retAllow}, // sticky is harmless
+		{"fchmodat", [6]uint64{unix.AT_FDCWD & 0xffffffff, 0, 0o4755}, retEPERM},
+		{"fchmodat", [6]uint64{unix.AT_FDCWD & 0xffffffff, 0, 0o644}, retAllow},
+		{"fchmodat2", [6]uint64{3, 0, 0o6755}, retEPERM},
+		{"openat", [6]uint64{3, 0, unix.O_CREAT, 0o4755}, retEPERM},
+		{"openat", [6]uint64{3, 0, unix.O_CREAT, 0o644}, retAllow},
+		{"mknodat", [6]uint64{3, 0, unix.S_IFREG | 0o4755}, retEPERM},
+		{"mkdirat", [6]uint64{3, 0, 0o2775}, retEPERM},
+		{"mkdirat", [6]uint64{3, 0, 0o775}, retAllow},
+		{"openat2", [6]uint64{3, 0, 0, 24}, retENOSYS},
+		{"prlimit64", [6]uint64{1, unix.RLIMIT_NOFILE}, retEPERM},
+		{"prlimit64", [6]uint64{0, unix.RLIMIT_NOFILE}, retAllow},
+		{"fcntl", [6]uint64{3, unix.F_SETOWN, 1}, retEPERM},
+		{"fcntl", [6]uint64{3, unix.F_SETOWN, 0xffffffff}, retEPERM},
+		{"fcntl", [6]uint64{3, unix.F_SETOWN, 42}, retAllow},
+		{"fcntl", [6]uint64{3, unix.F_SETOWN_EX, 0}, retEPERM},
+		{"fcntl", [6]uint64{3, unix.F_SETFL, unix.O_NONBLOCK}, retAllow},
+		{"socket", [6]uint64{unix.AF_INET, unix.SOCK_STREAM, 132}, retEPERM}, // SCTP
+		{"socket", [6]uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_TCP}, retAllow},
+		{"socket", [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_ICMPV6}, retAllow},
+	}
+	if _, ok := arch.nums["chmod"]; ok {
+		tests = append(tests, tc{"chmod", [6]uint64{0, 0o4755}, retEPERM}, tc{"open", [6]uint64{0, unix.O_CREAT, 0o2755}, retEPERM},
+			tc{"creat", [6]uint64{0, 0o4700}, retEPERM}, tc{"mkdir", [6]uint64{0, 0o2700}, retEPERM}, tc{"mkdir", [6]uint64{0, 0o700}, retAllow})
+	}
+	for _, tt := range tests {
+		d := seccompData{NR: int32(arch.nums[tt.name]), Arch: arch.auditArch, Args: tt.args}
+		if got := verdict(t, vm, d); got != tt.want {
+			t.Errorf("%s%v: got %s, want %s", tt.name, tt.args[:4], verdictName(got), verdictName(tt.want))
 		}
 	}
 }

@@ -15,6 +15,7 @@ func nativeArch() (*archInfo, error) {
 		absent: []string{
 			"create_module", "get_kernel_syms", "query_module", "_sysctl",
 			"sysfs", "ustat", "uselib", "iopl", "ioperm", "modify_ldt",
+			"chmod", "open", "creat", "mknod", "mkdir",
 		},
 		nums: map[string]uint32{
 			"clone3":            unix.SYS_CLONE3,
@@ -82,6 +83,15 @@ func nativeArch() (*archInfo, error) {
 			"socket":            unix.SYS_SOCKET,
 			"socketpair":        unix.SYS_SOCKETPAIR,
 			"kill":              unix.SYS_KILL,
+			"fchmod":            unix.SYS_FCHMOD,
+			"fchmodat":          unix.SYS_FCHMODAT,
+			"fchmodat2":         unix.SYS_FCHMODAT2,
+			"openat":            unix.SYS_OPENAT,
+			"mknodat":           unix.SYS_MKNODAT,
+			"mkdirat":           unix.SYS_MKDIRAT,
+			"prlimit64":         unix.SYS_PRLIMIT64,
+			"fcntl":             unix.SYS_FCNTL,
+			"openat2":           unix.SYS_OPENAT2,
 			"tkill":             unix.SYS_TKILL,
 			"tgkill":            unix.SYS_TGKILL,
 			"rt_sigqueueinfo":   unix.SYS_RT_SIGQUEUEINFO,

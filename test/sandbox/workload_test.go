@@ -222,3 +222,39 @@ func TestExitStatus(t *testing.T) {
 		t.Errorf("missing command: exit %d, want 127: %s", r.code, r)
 	}
 }
+
+// TestFilesystemView: top-level host directories that are not system
+// ones do not exist in the sandbox, places hidden below /var stay hidden
+// even when /var is granted, and nothing made in a granted (idmapped)
+// directory carries a setuid or setgid bit onto the host.
+func TestFilesystemView(t *testing.T) {
+	e := requireEnv(t)
+	ws := e.bin + "/ws-view"
+	setup := "rm -rf " + ws + " && mkdir -p " + ws + " /srv/soda-marker /var/lib/soda/mcp && touch /var/lib/soda/mcp/secret.token"
+	if r := e.exec(execOpts{}, "sh", "-c", setup); r.err != nil {
+		t.Fatal(r)
+	}
+	script := strings.Join([]string{
+		"ls -d /srv/soda-marker 2>/dev/null && echo LEAK-srv",
+		"ls /var/lib/soda/mcp/secret.token 2>/dev/null && echo LEAK-soda",
+		"ls " + e.bin + "/mcp/everything.conf >/dev/null 2>&1 && echo var-visible",
+		"cd " + ws,
+		"cp /bin/true t && chmod 4755 t 2>/dev/null && echo LEAK-chmod-suid",
+		"install -m 2755 /bin/true t2 2>/dev/null && echo LEAK-install-sgid",
+		"mkdir -m 2775 d 2>/dev/null && echo LEAK-mkdir-sgid",
+		"python3 -c \"import os; os.close(os.open('t3', os.O_CREAT|os.O_WRONLY, 0o4755))\" 2>/dev/null && echo LEAK-open-suid",
+		"chmod 1777 t && echo sticky-ok",
+		"true",
+	}, "\n")
+	r := e.sodactl(execOpts{}, "--ro", "/var", "--rw", ws, "--", "sh", "-c", script)
+	if r.err != nil {
+		t.Fatalf("view script failed: %s", r)
+	}
+	if strings.Contains(r.stdout, "LEAK") || !strings.Contains(r.stdout, "var-visible") || !strings.Contains(r.stdout, "sticky-ok") {
+		t.Errorf("unexpected view:\n%s", r)
+	}
+	if r := e.exec(execOpts{}, "find", ws, "-perm", "/6000"); strings.TrimSpace(r.stdout) != "" {
+		t.Errorf("setuid/setgid files made in the sandbox on the host:\n%s", r.stdout)
+	}
+	e.noLeftovers(t)
+}
