@@ -102,10 +102,15 @@ func newSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 	if err != nil {
 		return nil, fmt.Errorf("systemd placer: connect to systemd over D-Bus: %w", err)
 	}
-	version, err := conn.GetManagerProperty("Version")
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("systemd placer: ask systemd for its version: %w", err)
+	// The version is only logged: skip the round trip when nobody reads it.
+	version := "?"
+	if log.Enabled(ctx, slog.LevelInfo) {
+		v, err := conn.GetManagerProperty("Version")
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("systemd placer: ask systemd for its version: %w", err)
+		}
+		version = v
 	}
 	if os.Geteuid() != 0 && !user {
 		if err := probeManageUnits(ctx, conn, prefix); err != nil {
@@ -547,7 +552,9 @@ func (g *scopeGroup) Release() error {
 		return fmt.Errorf("release %s: %w", g.unit, err)
 	}
 	var errs []error
+	stopped := false
 	if g.dir == "" || g.failed || g.Count() > 0 {
+		stopped = true
 		done := make(chan string, 1)
 		if _, err := conn.StopUnitContext(ctx, g.unit, "replace", done); err != nil {
 			if !isNoSuchUnit(err) {
@@ -563,6 +570,12 @@ func (g *scopeGroup) Release() error {
 				errs = append(errs, fmt.Errorf("stop %s: waiting for job: %w", g.unit, ctx.Err()))
 			}
 		}
+	}
+	// CollectMode=inactive-or-failed removes a unit that ended, failed or
+	// not; only one this group had to stop or that failed to start may be
+	// left in the failed state.
+	if !stopped {
+		return errors.Join(errs...)
 	}
 	if err := conn.ResetFailedUnitContext(ctx, g.unit); err != nil && !isNoSuchUnit(err) {
 		errs = append(errs, fmt.Errorf("reset failed state of %s: %w", g.unit, err))
