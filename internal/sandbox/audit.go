@@ -42,7 +42,9 @@ type Record struct {
 func (sb *Sandbox) record(r Record) {
 	r.Time = time.Now()
 	r.Sandbox = sb.ID
-	if r.Event == "egress" && r.Egress != nil {
+	if r.Event == "egress" && r.Egress != nil && sb.logGate.allow(r.Time, func(n int) {
+		sb.log.Warn("egress log lines suppressed (the audit record has them all)", "suppressed", n)
+	}) {
 		lvl := slog.LevelInfo
 		if r.Egress.Decision != "allow" {
 			lvl = slog.LevelWarn
@@ -55,11 +57,54 @@ func (sb *Sandbox) record(r Record) {
 	}
 }
 
-// LogAudit returns an audit sink that logs every record on log (for
-// journald: one entry per record, its fields as SODA_* fields). Egress
-// denials and waived layers are warnings, the rest informational.
+// logRate is how many egress records a log sink takes per second; a
+// sandbox that floods the proxy must not flood the journal (whose own
+// rate limit would then drop other services' entries). --audit-json
+// takes every record.
+const logRate = 200
+
+// rateGate lets logRate events per second through and counts the rest.
+type rateGate struct {
+	mu         sync.Mutex
+	window     time.Time
+	n, dropped int
+}
+
+// allow reports whether an event at now may be logged; when a new window
+// starts after drops, report is called with their number first.
+func (g *rateGate) allow(now time.Time, report func(dropped int)) bool {
+	g.mu.Lock()
+	if now.Sub(g.window) >= time.Second {
+		dropped := g.dropped
+		g.window, g.n, g.dropped = now, 0, 0
+		g.mu.Unlock()
+		if dropped > 0 {
+			report(dropped)
+		}
+		g.mu.Lock()
+	}
+	defer g.mu.Unlock()
+	if g.n >= logRate {
+		g.dropped++
+		return false
+	}
+	g.n++
+	return true
+}
+
+// LogAudit returns an audit sink that logs the records on log (for
+// journald: one entry per record, its fields as SODA_* fields), at most
+// logRate egress records a second (a summary says how many were left
+// out). Egress denials and waived layers are warnings, the rest
+// informational.
 func LogAudit(log *slog.Logger) func(Record) {
+	var gate rateGate
 	return func(r Record) {
+		if r.Event == "egress" && !gate.allow(r.Time, func(n int) {
+			log.Warn("sandbox egress suppressed", "sandbox", r.Sandbox, "suppressed", n)
+		}) {
+			return
+		}
 		lvl := slog.LevelInfo
 		attrs := []any{"sandbox", r.Sandbox}
 		msg := "sandbox " + r.Event

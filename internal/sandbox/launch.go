@@ -64,7 +64,8 @@ type Sandbox struct {
 	proxy  *egress.Proxy
 	egress *net.UnixConn
 
-	cgroupDegraded bool // the cgroup layer was waived (--allow-degraded)
+	cgroupDegraded bool     // the cgroup layer was waived (--allow-degraded)
+	logGate        rateGate // egress lines on the log (the audit sink has all)
 
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
