@@ -64,8 +64,9 @@ type Sandbox struct {
 	proxy  *egress.Proxy
 	egress *net.UnixConn
 
-	cgroupDegraded bool     // the cgroup layer was waived (--allow-degraded)
-	logGate        rateGate // egress lines on the log (the audit sink has all)
+	cgroupDegraded bool             // the cgroup layer was waived (--allow-degraded)
+	pendingScope   chan scopeResult // a systemd placer being connected, not taken yet
+	logGate        rateGate         // egress lines on the log (the audit sink has all)
 
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
@@ -172,6 +173,11 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	// with it, the scope is made once init runs (and builds the sandbox
 	// meanwhile), since systemd needs a pid to make a scope.
 	scope := systemdRunning()
+	if scope && !spec.Knobs.unavailable(LayerCgroup) {
+		// Connect to systemd while the rest is prepared and init starts.
+		sb.pendingScope = make(chan scopeResult, 1)
+		go func() { sb.pendingScope <- connectScope(ctx, root, sb.childLimits()) }()
+	}
 	tPrep := time.Since(sb.started)
 	if !scope {
 		if err := sb.newGroup(ctx, root, false); err != nil {
@@ -356,7 +362,7 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 // directory below our own, which init is cloned into. A limit the chosen
 // cgroup cannot enforce is a failure unless the cgroup layer is degraded.
 func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
-	limits := child.Limits{MemoryMax: sb.spec.Limits.MemoryMax, TasksMax: sb.spec.Limits.TasksMax, CPUQuota: sb.spec.Limits.CPUPercent}
+	limits := sb.childLimits()
 	degraded := slices.Contains(sb.spec.AllowDegraded, LayerCgroup)
 	fail := func(err error) error {
 		if !degraded {
@@ -382,19 +388,12 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 	}
 	var placer child.Placer
 	if scope {
-		var p *child.ScopePlacer
-		var err error
-		if root {
-			p, err = child.NewSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
-		} else {
-			p, err = child.NewUserSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
+		r := <-sb.pendingScope
+		sb.pendingScope = nil
+		if r.err != nil {
+			return fail(r.err)
 		}
-		if err != nil {
-			return fail(err)
-		}
-		// Init is its own gate: it forks nothing before placedByte.
-		p.WithoutGate()
-		placer = p
+		placer = r.placer
 	} else {
 		p, err := child.NewCgroupPlacer("soda-sandbox", limits)
 		if err != nil {
@@ -415,6 +414,35 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 	sb.placer, sb.group = placer, g
 	sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "applied", Detail: g.String()})
 	return nil
+}
+
+// scopeResult is a systemd placer being connected.
+type scopeResult struct {
+	placer *child.ScopePlacer
+	err    error
+}
+
+// connectScope connects to the service manager that makes the sandbox's
+// scope: the system's for root, the user's own otherwise.
+func connectScope(ctx context.Context, root bool, limits child.Limits) scopeResult {
+	var p *child.ScopePlacer
+	var err error
+	if root {
+		p, err = child.NewSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
+	} else {
+		p, err = child.NewUserSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
+	}
+	if err != nil {
+		return scopeResult{err: err}
+	}
+	// Init is its own gate: it forks nothing before placedByte.
+	p.WithoutGate()
+	return scopeResult{placer: p}
+}
+
+// childLimits are the spec's limits for a placer.
+func (sb *Sandbox) childLimits() child.Limits {
+	return child.Limits{MemoryMax: sb.spec.Limits.MemoryMax, TasksMax: sb.spec.Limits.TasksMax, CPUQuota: sb.spec.Limits.CPUPercent}
 }
 
 // systemdRunning reports whether systemd is the service manager (see
@@ -565,6 +593,12 @@ loop:
 // cleanup kills everything left in the sandbox's cgroup and frees the
 // cgroup, the egress proxy, the uid and the idmap namespaces.
 func (sb *Sandbox) cleanup(ctx context.Context) {
+	if sb.pendingScope != nil {
+		if r := <-sb.pendingScope; r.placer != nil {
+			r.placer.Close()
+		}
+		sb.pendingScope = nil
+	}
 	if sb.group != nil {
 		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := sb.group.Kill(kctx); err != nil {
