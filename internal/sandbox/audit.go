@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -164,15 +161,4 @@ func (a *JSONAudit) Write(r Record) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_ = a.enc.Encode(r)
-}
-
-// walkChown changes the owner of dir and everything below it (not
-// following symlinks).
-func walkChown(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
 }
