@@ -1,23 +1,10 @@
 #!/usr/bin/env node
 // summarize-sandbox.mjs SANDBOX.jsonl -- markdown tables from bench/sandbox.sh's
 // raw results: start-up overhead side by side, and the egress relay's cost.
-// No dependencies.
-import { readFileSync } from 'node:fs';
+// No dependencies but ./lib.mjs.
+import { readResults, med } from './lib.mjs';
 
-const file = process.argv[2];
-if (!file) {
-  console.error('usage: summarize-sandbox.mjs SANDBOX.jsonl');
-  process.exit(2);
-}
-const rows = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
-const meta = rows.find((r) => r.section === 'meta') || {};
-
-const med = (xs) => {
-  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
-  if (!v.length) return NaN;
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-};
+const { rows, meta } = readResults('summarize-sandbox.mjs SANDBOX.jsonl');
 const ok = (x) => typeof x === 'number' && Number.isFinite(x);
 const fmt = (x, d = 1) => (ok(x) ? x.toFixed(d) : '-');
 const sign = (x, d = 1) => (ok(x) ? (x >= 0 ? '+' : '') + x.toFixed(d) : '-');

@@ -1,22 +1,9 @@
 #!/usr/bin/env node
 // summarize.mjs RESULTS.jsonl -- markdown tables from bench/run.sh's raw results
-// (medians over the repetitions). No dependencies.
-import { readFileSync } from 'node:fs';
+// (medians over the repetitions). No dependencies but ./lib.mjs.
+import { readResults, med } from './lib.mjs';
 
-const file = process.argv[2];
-if (!file) {
-  console.error('usage: summarize.mjs RESULTS.jsonl');
-  process.exit(2);
-}
-const rows = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
-const meta = rows.find((r) => r.section === 'meta') || {};
-
-const med = (xs) => {
-  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
-  if (!v.length) return NaN;
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-};
+const { rows, meta } = readResults('summarize.mjs RESULTS.jsonl');
 const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const sign = (x, d = 3) => (Number.isFinite(x) ? (x >= 0 ? '+' : '') + x.toFixed(d) : '-');
 const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(2)}x` : '-');

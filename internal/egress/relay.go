@@ -14,16 +14,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// defaultRelayMaxConns is Relay.MaxConns when zero.
-const defaultRelayMaxConns = 256
-
 // dnsBufferSize is the largest DNS query read; longer ones are truncated,
 // which does not matter as only the header and first question are parsed.
 const dnsBufferSize = 4096
 
 // Relay is the sandbox side: it hands every TCP connection accepted on its
-// listeners to the host over Control, and answers
-// DNS queries NXDOMAIN while reporting them. It decides nothing. Set its
+// listeners to the host over Control, and answers DNS queries NXDOMAIN
+// while reporting them. It decides nothing and keeps no connection (the
+// host caps and audits them). Set its
 // fields before the first call and do not change or copy it afterwards;
 // its methods are safe for concurrent use.
 type Relay struct {
@@ -31,9 +29,6 @@ type Relay struct {
 	Control *net.UnixConn
 	// Log receives diagnostics; nil discards them.
 	Log *slog.Logger
-	// MaxConns caps the connections relayed at a time (default 256); one
-	// more is closed at once.
-	MaxConns int
 
 	mu sync.Mutex // serialises sends on Control
 }
@@ -43,13 +38,6 @@ func (r *Relay) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return r.Log
-}
-
-func (r *Relay) maxConns() int {
-	if r.MaxConns <= 0 {
-		return defaultRelayMaxConns
-	}
-	return r.MaxConns
 }
 
 // checkControl checks that Control is set and is a SOCK_SEQPACKET socket.
@@ -113,26 +101,27 @@ func (r *Relay) Serve(ctx context.Context, lns []net.Listener) error {
 	defer cancel()
 	context.AfterFunc(ctx, func() { closeListeners(lns) })
 
-	sem := make(chan struct{}, r.maxConns())
-	var loops, conns sync.WaitGroup
+	var loops sync.WaitGroup
 	var once sync.Once
 	var first error
 	for i, ln := range lns {
 		loops.Go(func() {
-			if err := r.acceptLoop(ctx, ln, ports[i], sem, &conns); err != nil {
+			if err := r.acceptLoop(ctx, ln, ports[i]); err != nil {
 				once.Do(func() { first = err })
 				cancel()
 			}
 		})
 	}
 	loops.Wait()
-	conns.Wait()
 	closeListeners(lns)
 	return first
 }
 
 // acceptLoop accepts connections on ln until ctx is done (nil) or ln fails.
-func (r *Relay) acceptLoop(ctx context.Context, ln net.Listener, port uint16, sem chan struct{}, conns *sync.WaitGroup) error {
+// Handing a connection over is one dup and one sendmsg, so it is done in
+// the loop: a host that reads the control socket slowly slows accepting
+// down, and the kernel's listen backlog holds the rest.
+func (r *Relay) acceptLoop(ctx context.Context, ln net.Listener, port uint16) error {
 	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
@@ -155,22 +144,12 @@ func (r *Relay) acceptLoop(ctx context.Context, ln net.Listener, port uint16, se
 			continue
 		}
 		backoff = 0
-		select {
-		case sem <- struct{}{}:
-		default:
-			r.log().Warn("egress relay: connection limit reached, closing connection", "port", port, "max", cap(sem))
-			_ = c.Close()
-			continue
-		}
-		conns.Go(func() {
-			defer func() { <-sem }()
-			r.handle(ctx, c, port)
-		})
+		r.handle(c, port)
 	}
 }
 
 // handle relays one accepted connection and closes it.
-func (r *Relay) handle(ctx context.Context, c net.Conn, port uint16) {
+func (r *Relay) handle(c net.Conn, port uint16) {
 	defer c.Close()
 	tc, ok := c.(*net.TCPConn)
 	if !ok {

@@ -59,7 +59,6 @@ func newStack(tb testing.TB) *stack {
 		Resolver: &fakeResolver{},
 		Audit:    s.rec.audit,
 		Log:      testLogger(tb),
-		MaxConns: 1024,
 		// The relay's MCP port and the host MCP server cannot share a
 		// port number in one network namespace: redirect, after checking
 		// that the proxy asked for host loopback at the granted port.

@@ -127,23 +127,11 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		}
 	}
 
-	// What the granted paths are now. Init checks that it mounts the same
-	// directories: a path swapped for a symlink or another directory after
-	// this check is refused, not followed.
-	cfg.Identities = map[string][2]uint64{}
-	owners := map[string][2]uint32{}
-	for _, p := range append(append([]string{spec.Home}, spec.ReadOnly...), spec.ReadWrite...) {
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return nil, fmt.Errorf("granted path %s: %w", p, err)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return nil, fmt.Errorf("granted path %s changed after it was resolved (now not a directory)", p)
-		}
-		cfg.Identities[p] = [2]uint64{st.Dev, st.Ino}
-		owners[p] = [2]uint32{st.Uid, st.Gid}
+	ids, owners, err := checkGrants(&spec)
+	if err != nil {
+		return nil, err
 	}
-
+	cfg.Identities = ids
 	if spec.Knobs.AfterCheck != nil {
 		spec.Knobs.AfterCheck()
 	}
@@ -199,37 +187,13 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 	defer statR.Close()
 	defer statW.Close()
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("egress control socket: %w", err)
+	var egressChild *os.File
+	if sb.egress, egressChild, err = controlSocket(); err != nil {
+		return nil, err
 	}
-	egressChild := os.NewFile(uintptr(pair[1]), "egress-child")
 	defer egressChild.Close()
-	egressHost := os.NewFile(uintptr(pair[0]), "egress-host")
-	fc, err := net.FileConn(egressHost)
-	egressHost.Close()
-	if err != nil {
-		return nil, fmt.Errorf("egress control socket: %w", err)
-	}
-	sb.egress = fc.(*net.UnixConn)
 
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initArg0}}
-	cmd.Env = []string{markerEnv + "=init"}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-		Setsid:     true,
-		Pdeathsig:  syscall.SIGKILL,
-	}
-	if cfg.UserNS {
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.UID, HostID: cfg.UID, Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: cfg.GID, Size: 1}}
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
-		// Init needs these in the new user namespace to build the
-		// sandbox; it drops them all before the command starts.
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_SETPCAP}
-	}
+	cmd := initCommand(&spec, &cfg)
 	if sb.group != nil {
 		if err := sb.group.Prepare(cmd); err != nil {
 			return nil, &LayerError{Layer: LayerCgroup, Err: err}
@@ -259,37 +223,13 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		return nil, fmt.Errorf("send sandbox configuration: %w", err)
 	}
-	if scope {
-		if err := sb.newGroup(ctx, root, true); err != nil {
-			return nil, err
-		}
-	}
-	if err := sb.group.Started(ctx, cmd.Process.Pid); err != nil {
-		return nil, &LayerError{Layer: LayerCgroup, Err: err}
+	if err := sb.place(ctx, root, scope, cmd.Process.Pid); err != nil {
+		return nil, err
 	}
 	tPlaced := time.Since(sb.started)
-	if !sb.cgroupDegraded {
-		if err := checkLimits(cmd.Process.Pid, spec.Limits); err != nil {
-			if !slices.Contains(spec.AllowDegraded, LayerCgroup) {
-				return nil, &LayerError{Layer: LayerCgroup, Err: err}
-			}
-			sb.log.Warn("sandbox layer NOT fully applied (allowed by --allow-degraded)", "layer", LayerCgroup, "reason", err)
-			sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "degraded", Detail: err.Error()})
-		}
-	}
 
 	// The host side of egress runs before init can relay anything.
-	sb.proxy = &egress.Proxy{Policy: spec.Egress, Resolver: e.Resolver, Log: log.With("part", "egress"),
-		Audit: func(ev egress.Event) { sb.record(Record{Event: "egress", Egress: &ev}) }}
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	sb.cancelProxy = cancel
-	sb.proxyDone = make(chan struct{})
-	go func() {
-		defer close(sb.proxyDone)
-		if err := sb.proxy.ServeControl(pctx, sb.egress); err != nil && pctx.Err() == nil {
-			log.Warn("egress control ended", "err", err)
-		}
-	}()
+	sb.startProxy(ctx, e.Resolver)
 
 	if _, err := cfgW.Write([]byte{placedByte}); err != nil {
 		return nil, fmt.Errorf("release sandbox init: %w", err)
@@ -303,17 +243,117 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	return sb, nil
 }
 
+// controlSocket makes the egress control socket: the host's end as a
+// connection, init's end as a file to pass on.
+func controlSocket() (*net.UnixConn, *os.File, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("egress control socket: %w", err)
+	}
+	hostEnd := os.NewFile(uintptr(pair[0]), "egress-host")
+	fc, err := net.FileConn(hostEnd)
+	hostEnd.Close()
+	if err != nil {
+		unix.Close(pair[1])
+		return nil, nil, fmt.Errorf("egress control socket: %w", err)
+	}
+	return fc.(*net.UnixConn), os.NewFile(uintptr(pair[1]), "egress-child"), nil
+}
+
+// place puts the running init (pid) in the sandbox's cgroup (with scope,
+// making the scope first) and checks that the limits apply to it.
+func (sb *Sandbox) place(ctx context.Context, root, scope bool, pid int) error {
+	if scope {
+		if err := sb.newGroup(ctx, root, true); err != nil {
+			return err
+		}
+	}
+	if err := sb.group.Started(ctx, pid); err != nil {
+		return &LayerError{Layer: LayerCgroup, Err: err}
+	}
+	if sb.cgroupDegraded {
+		return nil
+	}
+	if err := checkLimits(pid, sb.spec.Limits); err != nil {
+		if !slices.Contains(sb.spec.AllowDegraded, LayerCgroup) {
+			return &LayerError{Layer: LayerCgroup, Err: err}
+		}
+		sb.log.Warn("sandbox layer NOT fully applied (allowed by --allow-degraded)", "layer", LayerCgroup, "reason", err)
+		sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "degraded", Detail: err.Error()})
+	}
+	return nil
+}
+
+// checkGrants records what the home and the granted paths are now: their
+// identity (device, inode), which init checks before it mounts them (a
+// path swapped for a symlink or another directory after this check is
+// refused, not followed), and their owner, for the idmap.
+func checkGrants(spec *Spec) (ids map[string][2]uint64, owners map[string][2]uint32, err error) {
+	ids, owners = map[string][2]uint64{}, map[string][2]uint32{}
+	for _, p := range append(append([]string{spec.Home}, spec.ReadOnly...), spec.ReadWrite...) {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return nil, nil, fmt.Errorf("granted path %s: %w", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return nil, nil, fmt.Errorf("granted path %s changed after it was resolved (now not a directory)", p)
+		}
+		ids[p] = [2]uint64{st.Dev, st.Ino}
+		owners[p] = [2]uint32{st.Uid, st.Gid}
+	}
+	return ids, owners, nil
+}
+
+// initCommand is the sandbox's init: this binary, re-executed in new
+// namespaces (with a user namespace mapping only the caller's ids when
+// not root).
+func initCommand(spec *Spec, cfg *initConfig) *exec.Cmd {
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initArg0}}
+	cmd.Env = []string{markerEnv + "=init"}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+		Setsid:     true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	if cfg.UserNS {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.UID, HostID: cfg.UID, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: cfg.GID, Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		// Init needs these in the new user namespace to build the
+		// sandbox; it drops them all before the command starts.
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_SETPCAP}
+	}
+	return cmd
+}
+
+// startProxy serves the egress control socket: the host side of every
+// connection the sandbox makes.
+func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver) {
+	sb.proxy = &egress.Proxy{Policy: sb.spec.Egress, Resolver: resolver, Log: sb.log.With("part", "egress"),
+		Audit: func(ev egress.Event) { sb.record(Record{Event: "egress", Egress: &ev}) }}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sb.cancelProxy = cancel
+	sb.proxyDone = make(chan struct{})
+	go func() {
+		defer close(sb.proxyDone)
+		if err := sb.proxy.ServeControl(pctx, sb.egress); err != nil && pctx.Err() == nil {
+			sb.log.Warn("egress control ended", "err", err)
+		}
+	}()
+}
+
 // waitReady reads init's status lines until the command started.
 func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
-	type result struct{ err error }
-	done := make(chan result, 1)
+	done := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(statR)
 		sc.Buffer(make([]byte, 64<<10), 64<<10)
 		for sc.Scan() {
 			var m statusMsg
 			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				done <- result{fmt.Errorf("sandbox init: bad status line %q", truncate(sc.Text(), 200))}
+				done <- fmt.Errorf("sandbox init: bad status line %q", truncate(sc.Text(), 200))
 				return
 			}
 			switch {
@@ -325,12 +365,12 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 				case m.Layer != "":
 					err = &LayerError{Layer: m.Layer, Err: err}
 				}
-				done <- result{err}
+				done <- err
 				return
 			case m.Ready:
 				sb.log.Debug("sandbox init", "step", "command started", "elapsed", m.Elapsed)
 				sb.record(Record{Event: "ready", Pid: m.Pid})
-				done <- result{}
+				done <- nil
 				return
 			case m.Layer != "":
 				sb.log.Debug("sandbox init", "step", m.Layer, "elapsed", m.Elapsed)
@@ -342,13 +382,13 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 				}
 			}
 		}
-		done <- result{errors.New("sandbox init exited before starting the command (see its stderr)")}
+		done <- errors.New("sandbox init exited before starting the command (see its stderr)")
 	}()
 	t := time.NewTimer(startTimeout)
 	defer t.Stop()
 	select {
-	case r := <-done:
-		return r.err
+	case err := <-done:
+		return err
 	case <-t.C:
 		return fmt.Errorf("sandbox init did not start the command within %s", startTimeout)
 	case <-ctx.Done():
@@ -645,7 +685,7 @@ func (sb *Sandbox) cleanup(ctx context.Context) {
 func grantStrings(p egress.Policy) []string {
 	var out []string
 	for _, g := range p.Allow {
-		s := net.JoinHostPort(g.Host, strconv.Itoa(int(g.Port)))
+		s := g.String()
 		if g.Private {
 			s += " (private allowed)"
 		}

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -117,5 +116,3 @@ func newID() string {
 	_, _ = rand.Read(b[:])
 	return "sbx-" + hex.EncodeToString(b[:])
 }
-
-func numCPU() int { return runtime.NumCPU() }

@@ -148,33 +148,9 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 	if err := bindGrant(oldRoot+cfg.Home, SandboxHome, false, nil, cfg.Identities[cfg.Home]); err != nil {
 		return fmt.Errorf("mount home: %w", err)
 	}
-	grants := grantList(Spec{ReadOnly: cfg.ReadOnly, ReadWrite: cfg.ReadWrite})
-	// Parents first, so that a grant inside another one is mounted on top.
-	sort.SliceStable(grants, func(i, j int) bool { return len(grants[i].path) < len(grants[j].path) })
-	for _, g := range grants {
-		var ns *os.File
-		if idx, ok := cfg.IDMaps[g.path]; ok && idx >= 0 && idx < len(userns) {
-			ns = userns[idx]
-		}
-		if err := os.MkdirAll(g.path, 0o755); err != nil {
-			return fmt.Errorf("mount point for %s: %w", g.path, err)
-		}
-		err := bindGrant(oldRoot+g.path, g.path, g.ro, ns, cfg.Identities[g.path])
-		var ie *idmapError
-		if errors.As(err, &ie) && g.ro {
-			// Read-only: without the idmap it is just less readable.
-			cfg.idmapSkipped = append(cfg.idmapSkipped, g.path)
-			err = bindGrant(oldRoot+g.path, g.path, g.ro, nil, cfg.Identities[g.path])
-		} else if errors.As(err, &ie) {
-			if !degraded(cfg, LayerIDMap) {
-				return &layerFailure{LayerIDMap, fmt.Errorf("mount %s: %w", g.path, err)}
-			}
-			cfg.idmapDegraded = append(cfg.idmapDegraded, fmt.Sprintf("%s: %v", g.path, err))
-			err = bindGrant(oldRoot+g.path, g.path, g.ro, nil, cfg.Identities[g.path])
-		}
-		if err != nil {
-			return fmt.Errorf("mount %s: %w", g.path, err)
-		}
+	grants, err := mountGrants(cfg, userns)
+	if err != nil {
+		return err
 	}
 
 	// A grant of a parent (--ro /var) brought the hidden places back:
@@ -215,6 +191,43 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 	return nil
 }
 
+// mountGrants mounts the granted paths at their own place, parents first
+// so that a grant inside another one lands on top, idmapped where cfg
+// says. A read-only grant whose filesystem cannot idmap is mounted as it
+// is (it is only less readable); a read-write one fails the idmap layer
+// unless it is degraded.
+func mountGrants(cfg *initConfig, userns []*os.File) ([]grant, error) {
+	grants := grantList(Spec{ReadOnly: cfg.ReadOnly, ReadWrite: cfg.ReadWrite})
+	sort.SliceStable(grants, func(i, j int) bool { return len(grants[i].path) < len(grants[j].path) })
+	for _, g := range grants {
+		var ns *os.File
+		if idx, ok := cfg.IDMaps[g.path]; ok && idx >= 0 && idx < len(userns) {
+			ns = userns[idx]
+		}
+		if err := os.MkdirAll(g.path, 0o755); err != nil {
+			return nil, fmt.Errorf("mount point for %s: %w", g.path, err)
+		}
+		id := cfg.Identities[g.path]
+		err := bindGrant(oldRoot+g.path, g.path, g.ro, ns, id)
+		var ie *idmapError
+		if errors.As(err, &ie) {
+			switch {
+			case g.ro:
+				cfg.idmapSkipped = append(cfg.idmapSkipped, g.path)
+			case degraded(cfg, LayerIDMap):
+				cfg.idmapDegraded = append(cfg.idmapDegraded, fmt.Sprintf("%s: %v", g.path, err))
+			default:
+				return nil, &layerFailure{LayerIDMap, fmt.Errorf("mount %s: %w", g.path, err)}
+			}
+			err = bindGrant(oldRoot+g.path, g.path, g.ro, nil, id)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mount %s: %w", g.path, err)
+		}
+	}
+	return grants, nil
+}
+
 // hide covers each existing directory of paths with an empty tmpfs (a
 // private one for .../tmp); symlinks (/var/run → /run) and missing paths
 // are skipped.
@@ -227,10 +240,10 @@ func hide(paths []string, tmpSize int64) error {
 		if strings.HasSuffix(p, "/tmp") {
 			err = mountTmp(p, tmpSize)
 		} else {
-			err = unix.Mount("soda-hidden", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k")
+			err = emptyTmpfs(p)
 		}
 		if err != nil {
-			return fmt.Errorf("hide %s: %w", p, err)
+			return err
 		}
 	}
 	return nil
@@ -340,6 +353,8 @@ func setAttr(path string, attr uint64, recursive bool) error {
 	return unix.MountSetattr(unix.AT_FDCWD, path, uint(flags)|unix.AT_SYMLINK_NOFOLLOW, &unix.MountAttr{Attr_set: attr})
 }
 
+// emptyTmpfs shows dst (made if missing) as an empty directory: a small
+// tmpfs, writable until the skeleton is frozen, for grants' mount points.
 func emptyTmpfs(dst string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
@@ -350,6 +365,7 @@ func emptyTmpfs(dst string) error {
 	return nil
 }
 
+// mountTmp mounts a private, size-limited, noexec temporary directory.
 func mountTmp(dst string, size int64) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err

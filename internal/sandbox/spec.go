@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -230,7 +231,7 @@ func (s *Spec) Normalize() error {
 		l.TasksMax = DefaultLimits.TasksMax
 	}
 	if l.CPUPercent == 0 {
-		l.CPUPercent = uint64(100 * numCPU())
+		l.CPUPercent = uint64(100 * runtime.NumCPU())
 	}
 	if l.TmpSize == 0 {
 		l.TmpSize = DefaultLimits.TmpSize
