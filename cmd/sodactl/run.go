@@ -140,91 +140,16 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	spec := sandbox.Spec{Argv: argv, Stdin: os.Stdin, Stdout: fileOr(stdout, os.Stdout), Stderr: fileOr(stderr, os.Stderr), Timeout: ro.timeout}
-	var err error
-	if spec.Limits.MemoryMax, err = parseSize(ro.memory); err != nil {
-		return exitUsage, usagef("sodactl run", "--memory: %v", err)
+	spec, err := ro.spec(argv, stdout, stderr)
+	if err != nil {
+		return exitUsage, err
 	}
-	if spec.Limits.TmpSize, err = parseSize(ro.tmpSize); err != nil {
-		return exitUsage, usagef("sodactl run", "--tmp-size: %v", err)
+	servers, err := mcpGrants(opts, ro.mcp)
+	if err != nil {
+		return exitError, err
 	}
-	spec.Limits.TasksMax, spec.Limits.CPUPercent = ro.tasks, ro.cpu
-	if spec.AllowDegraded, err = sandbox.ParseLayers(ro.degraded); err != nil {
-		return exitUsage, usagef("sodactl run", "--allow-degraded: %v", err)
-	}
-	if v := os.Getenv("SODA_SANDBOX_TEST_UNAVAILABLE"); v != "" {
-		for _, l := range strings.Split(v, ",") {
-			spec.Knobs.Unavailable = append(spec.Knobs.Unavailable, sandbox.Layer(strings.TrimSpace(l)))
-		}
-	}
-	for _, a := range ro.allow {
-		g, err := egress.ParseGrant(a, false)
-		if err != nil {
-			return exitUsage, usagef("sodactl run", "--allow %s: %v", a, err)
-		}
-		spec.Egress.Allow = append(spec.Egress.Allow, g)
-	}
-	for _, a := range ro.allowPrivate {
-		g, err := egress.ParseGrant(a, true)
-		if err != nil {
-			return exitUsage, usagef("sodactl run", "--allow-private %s: %v", a, err)
-		}
-		spec.Egress.Allow = append(spec.Egress.Allow, g)
-	}
-	for _, e := range ro.env {
-		if !strings.Contains(e, "=") {
-			v, ok := os.LookupEnv(e)
-			if !ok {
-				return exitUsage, usagef("sodactl run", "--env %s: not set in sodactl's environment", e)
-			}
-			e += "=" + v
-		}
-		spec.Env = append(spec.Env, e)
-	}
-	for _, k := range []string{"TERM", "COLORTERM", "LANG", "LC_ALL", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
-			spec.Env = append(spec.Env, k+"="+v)
-		}
-	}
-	spec.ReadWrite, spec.ReadOnly, spec.Dir = ro.rw, ro.ro, ro.workdir
-	// The caller's own home stays out of sight wherever it is (below /home
-	// it is hidden anyway), the invoking user's too under sudo.
-	for _, h := range []string{os.Getenv("HOME"), sudoHome()} {
-		if h != "" {
-			spec.Hide = append(spec.Hide, h)
-		}
-	}
-
-	// The MCP grants: ports for the relay, URLs and tokens for the agent.
-	var servers []clientconfig.Server
-	for _, name := range ro.mcp {
-		cfg, err := loadConfig(opts.configDir, name, true)
-		if err != nil {
-			return exitError, err
-		}
-		_, portStr, err := net.SplitHostPort(cfg.Bridge.Listen)
-		if err != nil {
-			return exitError, fmt.Errorf("--mcp %s: Listen=%s: %w", name, cfg.Bridge.Listen, err)
-		}
-		port, err := strconv.ParseUint(portStr, 10, 16)
-		if err != nil || port == 0 {
-			return exitError, fmt.Errorf("--mcp %s: Listen=%s has no TCP port", name, cfg.Bridge.Listen)
-		}
-		if port == sandbox.DefaultProxyPort {
-			return exitError, fmt.Errorf("--mcp %s: its port %d is the sandbox's proxy port", name, port)
-		}
-		srv := clientconfig.Server{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port)}
-		if cfg.Bridge.Auth != "none" {
-			tokenPath := cfg.Bridge.TokenFile
-			if opts.tokenFile != "" && len(ro.mcp) == 1 {
-				tokenPath = opts.tokenFile
-			}
-			if srv.Token, err = readToken(name, tokenPath); err != nil {
-				return exitError, err
-			}
-		}
-		servers = append(servers, srv)
-		spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, uint16(port))
+	for _, srv := range servers {
+		spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, srv.port)
 	}
 
 	// A private home, with the agents' MCP configuration in it.
@@ -244,18 +169,8 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		unlock()
 	}()
 	if len(servers) > 0 {
-		files, err := clientconfig.AgentFiles(servers)
-		if err != nil {
-			return exitSandbox, err
-		}
-		for _, f := range files {
-			p := filepath.Join(home, f.Path)
-			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-				return exitSandbox, err
-			}
-			if err := os.WriteFile(p, f.Data, 0o600); err != nil {
-				return exitSandbox, err
-			}
+		if err := writeAgentFiles(home, servers); err != nil {
+			return exitSandbox, fmt.Errorf("write the agents' MCP configuration: %w", err)
 		}
 		spec.TrustedEnv = append(spec.TrustedEnv, "SODA_MCP_CONFIG="+filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
 		if filepath.Base(argv[0]) == "claude" {
@@ -264,25 +179,12 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 	spec.Home = home
 
-	// The audit trail goes to the journal when there is one (journalctl
-	// SODA_SANDBOX=ID), and to --audit-json.
-	var sinks []func(sandbox.Record)
-	if systemd.JournalAvailable() {
-		sinks = append(sinks, sandbox.LogAudit(slog.New(systemd.NewJournalHandler(slog.LevelInfo))))
+	audit, closeAudit, err := auditSink(ro.auditJSON)
+	if err != nil {
+		return exitSandbox, err
 	}
-	if ro.auditJSON != "" {
-		f, err := os.OpenFile(ro.auditJSON, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			return exitSandbox, fmt.Errorf("--audit-json: %w", err)
-		}
-		defer f.Close()
-		sinks = append(sinks, sandbox.NewJSONAudit(f).Write)
-	}
-	engine := &sandbox.Linux{Log: log, Audit: func(r sandbox.Record) {
-		for _, s := range sinks {
-			s(r)
-		}
-	}}
+	defer closeAudit()
+	engine := &sandbox.Linux{Log: log, Audit: audit}
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -290,25 +192,11 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
 
-	// On a terminal the command gets its own pty, inside the sandbox; the
-	// caller's terminal goes raw so that keys reach it unchanged.
-	// A terminal that is only written to is passed as it is; its settings
-	// are restored afterwards whatever the command did to them.
-	if sandbox.IsTerminal(os.Stdin) {
-		spec.TTY = true
-		restore, err := sandbox.MakeRaw(os.Stdin)
-		if err != nil {
-			return exitSandbox, err
-		}
-		defer restore()
+	restore, err := attachTerminal(&spec)
+	if err != nil {
+		return exitSandbox, err
 	}
-	for _, f := range []*os.File{os.Stdout, os.Stderr} {
-		if sandbox.IsTerminal(f) {
-			if restore, err := sandbox.SaveTerminal(f); err == nil {
-				defer restore()
-			}
-		}
-	}
+	defer restore()
 
 	sb, err := engine.Start(ctx, spec)
 
@@ -405,6 +293,185 @@ func sudoHome() string {
 		return ""
 	}
 	return u.HomeDir
+}
+
+// spec turns the command line into a sandbox spec; its errors are usage
+// errors.
+func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spec, error) {
+	var err error
+	spec := sandbox.Spec{Argv: argv, Stdin: os.Stdin, Stdout: fileOr(stdout, os.Stdout), Stderr: fileOr(stderr, os.Stderr), Timeout: ro.timeout}
+	if spec.Limits.MemoryMax, err = parseSize(ro.memory); err != nil {
+		return sandbox.Spec{}, usagef("sodactl run", "--memory: %v", err)
+	}
+	if spec.Limits.TmpSize, err = parseSize(ro.tmpSize); err != nil {
+		return sandbox.Spec{}, usagef("sodactl run", "--tmp-size: %v", err)
+	}
+	spec.Limits.TasksMax, spec.Limits.CPUPercent = ro.tasks, ro.cpu
+	if spec.AllowDegraded, err = sandbox.ParseLayers(ro.degraded); err != nil {
+		return sandbox.Spec{}, usagef("sodactl run", "--allow-degraded: %v", err)
+	}
+	if v := os.Getenv("SODA_SANDBOX_TEST_UNAVAILABLE"); v != "" {
+		for _, l := range strings.Split(v, ",") {
+			spec.Knobs.Unavailable = append(spec.Knobs.Unavailable, sandbox.Layer(strings.TrimSpace(l)))
+		}
+	}
+	for _, a := range ro.allow {
+		g, err := egress.ParseGrant(a, false)
+		if err != nil {
+			return sandbox.Spec{}, usagef("sodactl run", "--allow %s: %v", a, err)
+		}
+		spec.Egress.Allow = append(spec.Egress.Allow, g)
+	}
+	for _, a := range ro.allowPrivate {
+		g, err := egress.ParseGrant(a, true)
+		if err != nil {
+			return sandbox.Spec{}, usagef("sodactl run", "--allow-private %s: %v", a, err)
+		}
+		spec.Egress.Allow = append(spec.Egress.Allow, g)
+	}
+	for _, e := range ro.env {
+		if !strings.Contains(e, "=") {
+			v, ok := os.LookupEnv(e)
+			if !ok {
+				return sandbox.Spec{}, usagef("sodactl run", "--env %s: not set in sodactl's environment", e)
+			}
+			e += "=" + v
+		}
+		spec.Env = append(spec.Env, e)
+	}
+	for _, k := range []string{"TERM", "COLORTERM", "LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			spec.Env = append(spec.Env, k+"="+v)
+		}
+	}
+	spec.ReadWrite, spec.ReadOnly, spec.Dir = ro.rw, ro.ro, ro.workdir
+	// The caller's own home stays out of sight wherever it is (below /home
+	// it is hidden anyway), the invoking user's too under sudo.
+	for _, h := range []string{os.Getenv("HOME"), sudoHome()} {
+		if h != "" {
+			spec.Hide = append(spec.Hide, h)
+		}
+	}
+
+	return spec, nil
+}
+
+// mcpServer is a granted soda-mcp@NAME: its client entry and its port.
+type mcpServer struct {
+	clientconfig.Server
+	port uint16
+}
+
+// mcpGrants reads the configuration and token of each granted server.
+func mcpGrants(opts *options, names []string) ([]mcpServer, error) {
+	var servers []mcpServer
+	for _, name := range names {
+		cfg, err := loadConfig(opts.configDir, name, true)
+		if err != nil {
+			return nil, err
+		}
+		_, portStr, err := net.SplitHostPort(cfg.Bridge.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("--mcp %s: Listen=%s: %w", name, cfg.Bridge.Listen, err)
+		}
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil || port == 0 {
+			return nil, fmt.Errorf("--mcp %s: Listen=%s has no TCP port", name, cfg.Bridge.Listen)
+		}
+		if port == sandbox.DefaultProxyPort {
+			return nil, fmt.Errorf("--mcp %s: its port %d is the sandbox's proxy port", name, port)
+		}
+		srv := mcpServer{Server: clientconfig.Server{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port)}, port: uint16(port)}
+		if cfg.Bridge.Auth != "none" {
+			tokenPath := cfg.Bridge.TokenFile
+			if opts.tokenFile != "" && len(names) == 1 {
+				tokenPath = opts.tokenFile
+			}
+			if srv.Token, err = readToken(name, tokenPath); err != nil {
+				return nil, err
+			}
+		}
+		servers = append(servers, srv)
+	}
+	return servers, nil
+}
+
+// writeAgentFiles writes the agents' MCP configuration into home.
+func writeAgentFiles(home string, servers []mcpServer) error {
+	entries := make([]clientconfig.Server, len(servers))
+	for i, s := range servers {
+		entries[i] = s.Server
+	}
+	files, err := clientconfig.AgentFiles(entries)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		p := filepath.Join(home, f.Path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, f.Data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// auditSink is where the audit trail goes: the journal when there is one
+// (journalctl SODA_SANDBOX=ID), and the --audit-json file if given.
+func auditSink(jsonPath string) (sink func(sandbox.Record), closeFn func(), err error) {
+	var sinks []func(sandbox.Record)
+	closeFn = func() {}
+	if systemd.JournalAvailable() {
+		sinks = append(sinks, sandbox.LogAudit(slog.New(systemd.NewJournalHandler(slog.LevelInfo))))
+	}
+	if jsonPath != "" {
+		f, err := os.OpenFile(jsonPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--audit-json: %w", err)
+		}
+		closeFn = func() { f.Close() }
+		sinks = append(sinks, sandbox.NewJSONAudit(f).Write)
+	}
+	return func(r sandbox.Record) {
+		for _, s := range sinks {
+			s(r)
+		}
+	}, closeFn, nil
+}
+
+// attachTerminal prepares the caller's terminal: on one, the command gets
+// its own pty inside the sandbox and the caller's terminal goes raw so
+// that keys reach it unchanged; a terminal that is only written to is
+// passed as it is. restore puts every terminal's settings back, whatever
+// the command did to them.
+func attachTerminal(spec *sandbox.Spec) (restore func(), err error) {
+	var undo []func() error
+	// In reverse: the first saved settings (before raw mode) win when
+	// stdin and stdout are the same terminal.
+	restore = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			_ = undo[i]()
+		}
+	}
+	for _, f := range []*os.File{os.Stdout, os.Stderr} {
+		if sandbox.IsTerminal(f) {
+			if r, err := sandbox.SaveTerminal(f); err == nil {
+				undo = append(undo, r)
+			}
+		}
+	}
+	if sandbox.IsTerminal(os.Stdin) {
+		spec.TTY = true
+		r, err := sandbox.MakeRaw(os.Stdin)
+		if err != nil {
+			restore()
+			return nil, err
+		}
+		undo = append(undo, r)
+	}
+	return restore, nil
 }
 
 // sandboxStateDir is where sandbox homes live on the host: under

@@ -44,13 +44,14 @@ func runInit() int {
 	// for the host's placement verdict before it exits, so that the host
 	// never places a process that is already gone.
 	var cfgIn *bufio.Reader
-	fail := func(l Layer, err error) int {
-		report(statusMsg{Layer: l, Error: err.Error()})
+	quit := func(m statusMsg, code int) int {
+		report(m)
 		if cfgIn != nil {
 			_, _ = cfgIn.ReadByte()
 		}
-		return 125
+		return code
 	}
+	fail := func(l Layer, err error) int { return quit(statusMsg{Layer: l, Error: err.Error()}, 125) }
 	var cfg initConfig
 	cfgFile := os.NewFile(uintptr(fds[0]), "config")
 	in := bufio.NewReader(cfgFile)
@@ -85,6 +86,13 @@ func runInit() int {
 			return fail(LayerNetNS, fmt.Errorf("dns sink: %w", err))
 		}
 	}
+	ctlFile := os.NewFile(uintptr(fds[2]), "egress")
+	ctlConn, err := net.FileConn(ctlFile)
+	ctlFile.Close()
+	if err != nil {
+		return fail(LayerNetNS, fmt.Errorf("egress control socket: %w", err))
+	}
+	relay := &egress.Relay{Control: ctlConn.(*net.UnixConn), Log: slog.New(slog.DiscardHandler)}
 	report(statusMsg{Layer: LayerNetNS, State: "applied", Detail: fmt.Sprintf("loopback only; relay on 127.0.0.1 ports %v", cfg.RelayPorts)})
 
 	if err := buildRoot(&cfg, userns); err != nil {
@@ -127,9 +135,7 @@ func runInit() int {
 	if err != nil {
 		var ce *CommandError
 		if errors.As(err, &ce) {
-			report(statusMsg{Error: ce.Error(), Code: ce.Code})
-			_, _ = cfgIn.ReadByte()
-			return ce.Code
+			return quit(statusMsg{Error: ce.Error(), Code: ce.Code}, ce.Code)
 		}
 		return fail("", err)
 	}
@@ -167,15 +173,9 @@ func runInit() int {
 	// Egress relay: every connection and DNS query goes to the host.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ctlFile := os.NewFile(uintptr(fds[2]), "egress")
-	ctlConn, err := net.FileConn(ctlFile)
-	ctlFile.Close()
-	if err == nil {
-		relay := &egress.Relay{Control: ctlConn.(*net.UnixConn), Log: slog.New(slog.DiscardHandler)}
-		go func() { _ = relay.Serve(ctx, lns) }()
-		if dns != nil {
-			go func() { _ = relay.ServeDNS(ctx, dns) }()
-		}
+	go func() { _ = relay.Serve(ctx, lns) }()
+	if dns != nil {
+		go func() { _ = relay.ServeDNS(ctx, dns) }()
 	}
 
 	// Forward the host's signals (caught from before the command started)
@@ -185,8 +185,9 @@ func runInit() int {
 			if s == syscall.SIGWINCH && pty != nil {
 				pty.resize()
 			}
+			// The command leads its own session, so it is in this group
+			// (a session leader cannot leave it): one delivery each.
 			_ = syscall.Kill(-proc.Pid, s.(syscall.Signal))
-			_ = syscall.Kill(proc.Pid, s.(syscall.Signal))
 		}
 	}()
 
