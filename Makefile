@@ -42,14 +42,21 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
+# -race needs cgo (gcc); the binaries under test stay static (bin/%).
 test-go: deps-test
-	$(GO) test -count=1 ./...
+	$(GO) test -race -count=1 ./...
 
 test-node: deps-test build
 	SODA_MCPD=$(CURDIR)/bin/soda-mcpd npm test --prefix test/node
 
-# check is the whole suite: what CI and the README's test command run.
-check: lint test-go test-node
+# check is the whole suite: what CI and the README's test command run. Each
+# part runs even when one before it failed, so that one failure never hides
+# another; the last line names the parts that failed.
+CHECKS := lint test-go test-node
+check:
+	@failed=; for t in $(CHECKS); do $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
+	if [ -n "$$failed" ]; then echo "check: FAILED:$$failed"; exit 1; fi; \
+	echo "check: passed: $(CHECKS)"
 
 test: check
 
@@ -67,8 +74,9 @@ bench-sandbox: build
 
 man: $(MANS)
 
+# go-md2man is pinned as a tool dependency in go.mod.
 man/%: man/%.md
-	go-md2man -in $< -out $@
+	$(GO) tool go-md2man -in $< -out $@
 
 clean:
 	rm -rf bin dist $(MANS)

@@ -12,9 +12,9 @@
 SODA_VERSION ?= 0.1.0
 export SODA_VERSION
 
-# nfpm, pinned, installed from the Go module proxy when missing.
-NFPM_VERSION := v2.45.2
-NFPM         := $(shell $(GO) env GOPATH)/bin/nfpm
+# nfpm, pinned as a tool dependency in go.mod (its version and sums are in
+# go.mod and go.sum; go tool builds it once and caches it).
+NFPM := $(GO) tool nfpm
 
 DEB := dist/soda_$(SODA_VERSION)_amd64.deb
 RPM := dist/soda-$(SODA_VERSION).x86_64.rpm
@@ -34,11 +34,11 @@ packages: deb rpm
 deb: $(DEB)
 rpm: $(RPM)
 
-$(DEB): $(PKG_INPUTS) | $(NFPM)
+$(DEB): $(PKG_INPUTS)
 	@mkdir -p $(@D)
 	$(NFPM) package --config nfpm.yaml --packager deb --target $@
 
-$(RPM): $(PKG_INPUTS) | $(NFPM)
+$(RPM): $(PKG_INPUTS)
 	@mkdir -p $(@D)
 	$(NFPM) package --config nfpm.yaml --packager rpm --target $@
 
@@ -48,9 +48,6 @@ $(RPM): $(PKG_INPUTS) | $(NFPM)
 dist/stage/man/%.gz: man/%
 	@mkdir -p $(@D)
 	gzip -9n <$< >$@
-
-$(NFPM):
-	$(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 
 # The same files, with the same modes, in both packages (directories aside:
 # the .deb lists every parent directory, the .rpm only the ones it owns).
