@@ -62,6 +62,11 @@ type Bridge struct {
 	draining  bool
 	children  sync.WaitGroup
 
+	// ctx lives as long as the bridge: the shared stateless child starts
+	// under it, not under the request that happened to ask first.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	shared *sharedChild
 
 	inflight atomic.Int64
@@ -80,6 +85,7 @@ func New(log *slog.Logger, opts Options) *Bridge {
 		opts.Grace = child.DefaultGrace
 	}
 	b := &Bridge{opts: opts, log: log, sessions: map[string]*Session{}, slotFreed: make(chan struct{})}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.shared = &sharedChild{b: b}
 	return b
 }
@@ -333,6 +339,7 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	for _, s := range all {
 		s.end("server shutting down")
 	}
+	b.cancel() // abandons a start of the shared child
 	b.shared.shutdown()
 	b.children.Wait()
 	return err
