@@ -139,9 +139,9 @@ var errFull = errors.New("session limit reached")
 var errDraining = errors.New("server is draining")
 
 // reserve takes a session slot. When all MaxSessions slots are taken it
-// ends the session that has been idle longest (see evictable) and waits
-// for its child to be gone; it fails with errFull only when every session
-// is busy.
+// ends the session that has been idle longest (see
+// Session.evictableLocked) and waits, within ctx, for its child to be gone;
+// it fails with errFull only when every session is busy.
 func (b *Bridge) reserve(ctx context.Context) error {
 	for {
 		b.mu.Lock()

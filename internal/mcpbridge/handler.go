@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,8 +104,13 @@ func accepts(r *http.Request, typ string) bool {
 func (b *Bridge) tooBusy(w http.ResponseWriter, idKey string, err error) {
 	w.Header().Set("Retry-After", "5")
 	msg := fmt.Sprintf("%s: this MCP server allows %d live sessions and every one is busy (a request in flight or a stream open); retry later", err, b.opts.MaxSessions)
-	if errors.Is(err, errDraining) {
+	switch {
+	case errors.Is(err, errDraining):
 		msg = "server is draining for shutdown or restart; retry in a few seconds"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client left while an evicted child was stopping.
+		httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, err.Error())
+		return
 	}
 	b.log.Warn("limit hit", "limit", "sessions", "max_sessions", b.opts.MaxSessions, "err", err)
 	httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, msg)
