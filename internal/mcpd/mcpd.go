@@ -250,7 +250,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// Run serves cfg until ctx is done, then drains and stops every child.
+// Run serves cfg until ctx is done or a listener fails, then drains and
+// stops every child; it returns the listener's error, if any, only once
+// every child is gone.
 // Under systemd it adopts socket-activated listeners, reports readiness and
 // status with sd_notify and pings the watchdog.
 func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
@@ -334,12 +336,15 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		log.Info("ExitIdleSec= ignored: only a socket-activated service can exit when idle")
 	}
 
+	var failed error
 	select {
 	case <-ctx.Done():
 	case <-idle:
 		log.Info("exiting: no sessions", "exit_idle", cfg.Bridge.ExitIdle.String())
 	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
+		// Still drain: the children must not outlive soda-mcpd.
+		failed = fmt.Errorf("serve: %w", err)
+		log.Error("listener failed, shutting down", "err", err)
 	}
 	log.Info("draining", "drain_timeout", cfg.Bridge.DrainTimeout.String())
 	notify.Stopping(fmt.Sprintf("draining: %d calls in flight", bridge.Stats().Inflight))
@@ -365,7 +370,7 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		front.Close()
 	}
 	log.Info("stopped", "sessions_served", bridge.Stats().SessionsStarted)
-	return nil
+	return failed
 }
 
 // openListeners adopts systemd's sockets when activated, else listens on
