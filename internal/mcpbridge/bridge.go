@@ -60,7 +60,10 @@ type Bridge struct {
 	// slotFreed is closed (and replaced) whenever such a child is gone.
 	slotFreed chan struct{}
 	draining  bool
-	children  sync.WaitGroup
+	// childrenClosed is set once Shutdown waits for children: no child
+	// may be counted (and so started) after that.
+	childrenClosed bool
+	children       sync.WaitGroup
 
 	// ctx lives as long as the bridge: the shared stateless child starts
 	// under it, not under the request that happened to ask first.
@@ -218,13 +221,17 @@ func newSessionID() string {
 func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error) {
 	id := newSessionID()
 	log := b.log.With("session", id[:8])
+	if !b.addChild() {
+		b.unreserve()
+		return nil, errDraining
+	}
 	proc, err := child.Start(ctx, log, b.opts.Placer, id[:12], b.opts.Spec)
 	if err != nil {
+		b.children.Done()
 		b.unreserve()
 		log.Warn("child start failed", "err", err)
 		return nil, err
 	}
-	b.children.Add(1)
 	b.live.Add(1)
 	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, func(s *Session) {
 		b.mu.Lock()
@@ -307,6 +314,20 @@ func (b *Bridge) Probe(ctx context.Context) error {
 	return nil
 }
 
+// addChild counts a child that is about to start, so that Shutdown waits
+// for it; it reports false once Shutdown has begun waiting, when no child
+// may start any more. A child counted must call b.children.Done when it is
+// gone, or at once if its start fails.
+func (b *Bridge) addChild() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.childrenClosed {
+		return false
+	}
+	b.children.Add(1)
+	return true
+}
+
 // Draining reports whether Shutdown has begun.
 func (b *Bridge) Draining() bool {
 	b.mu.Lock()
@@ -341,6 +362,9 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	}
 	b.cancel() // abandons a start of the shared child
 	b.shared.shutdown()
+	b.mu.Lock()
+	b.childrenClosed = true // every child that will ever start is counted
+	b.mu.Unlock()
 	b.children.Wait()
 	return err
 }

@@ -113,11 +113,14 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 	b := sc.b
 	id := "stateless-" + newSessionID()[:8]
 	log := b.log.With("session", id)
+	if !b.addChild() {
+		return nil, nil, errDraining
+	}
 	proc, err := child.Start(ctx, log, b.opts.Placer, id, b.opts.Spec)
 	if err != nil {
+		b.children.Done()
 		return nil, nil, err
 	}
-	b.children.Add(1)
 	b.live.Add(1)
 	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
 	s.shared = true
