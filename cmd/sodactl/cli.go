@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/version"
 )
 
 // Exit codes.
@@ -39,6 +40,7 @@ Commands:
 Options:
   --config-dir DIR    directory holding NAME.conf (default /etc/soda/mcp)
   --token-file FILE   read the token from FILE instead of the configured one
+  --version           print sodactl's version and exit
   -h, --help          show this help
 
 Run 'sodactl mcp --help' for details; see also sodactl(1).
@@ -162,7 +164,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	opts := &options{configDir: config.DefaultDir}
 	fs := newFlagSet("sodactl")
 	opts.bind(fs)
+	showVersion := fs.Bool("version", false, "print the version")
 	if err := parse(fs, args, rootUsage, "sodactl"); err != nil {
+		return err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, "sodactl", version.Version)
 		return err
 	}
 	rest := fs.Args()

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/soda-project/soda/internal/version"
 )
 
 const tok = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -67,6 +69,7 @@ func TestRun(t *testing.T) {
 		// Help and usage.
 		{name: "no args", args: nil, code: 2, stderrHas: []string{"missing command", "sodactl --help"}},
 		{name: "help", args: []string{"--help"}, code: 0, stdoutHas: []string{"Usage: sodactl", "mcp token NAME", "mcp client-config"}, stderrNone: true},
+		{name: "version", args: []string{"--version"}, code: 0, stdout: "sodactl " + version.Version + "\n", stderrNone: true},
 		{name: "-h", args: []string{"-h"}, code: 0, stdoutHas: []string{"Usage: sodactl"}},
 		{name: "help command", args: []string{"help"}, code: 0, stdoutHas: []string{"Usage: sodactl"}},
 		{name: "mcp help", args: []string{"mcp", "--help"}, code: 0, stdoutHas: []string{"sodactl mcp token [OPTIONS] NAME", "--client CLIENT", "/var/lib/soda/mcp/NAME.token"}, stderrNone: true},

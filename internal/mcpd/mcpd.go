@@ -27,10 +27,8 @@ import (
 	"github.com/soda-project/soda/internal/mcpbridge"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/token"
+	"github.com/soda-project/soda/internal/version"
 )
-
-// Version is set at build time with -ldflags "-X ...mcpd.Version=...".
-var Version = "dev"
 
 const usage = `Usage:
   soda-mcpd [OPTIONS] NAME              serve /etc/soda/mcp/NAME.conf
@@ -216,7 +214,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if f.version {
-		fmt.Fprintln(stdout, "soda-mcpd", Version)
+		fmt.Fprintln(stdout, "soda-mcpd", version.Version)
 		return 0
 	}
 	log, err := newLogger(f.logLevel, f.logFormat, stderr)
