@@ -111,24 +111,32 @@ func (h *helpRequest) Error() string { return "help requested" }
 // run executes the sodactl command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	err := dispatch(args, stdout, stderr)
-	var (
-		help  *helpRequest
-		usage *usageError
-		ran   *ranCommand
-	)
-	switch {
-	case errors.As(err, &ran):
-		if ran.err != nil && !errors.As(ran.err, &help) && !errors.As(ran.err, &usage) {
-			fmt.Fprintf(stderr, "sodactl: %v\n", ran.err)
-			return ran.code
-		}
+	var ran *ranCommand
+	if errors.As(err, &ran) {
+		// sodactl run chose its exit code (COMMAND's, or 125 for its own
+		// failures, usage errors included); help is still 0.
 		if ran.err == nil {
 			return ran.code
 		}
-		return run0(ran.err, stdout, stderr)
-	default:
-		return run0(err, stdout, stderr)
+		var help *helpRequest
+		if errors.As(ran.err, &help) {
+			return run0(ran.err, stdout, stderr)
+		}
+		report(ran.err, stderr)
+		return ran.code
 	}
+	return run0(err, stdout, stderr)
+}
+
+// report prints err on stderr, with a pointer to the help for a usage
+// error.
+func report(err error, stderr io.Writer) {
+	var usage *usageError
+	if errors.As(err, &usage) {
+		fmt.Fprintf(stderr, "sodactl: %s\nRun '%s --help' for usage.\n", usage.msg, usage.help)
+		return
+	}
+	fmt.Fprintf(stderr, "sodactl: %v\n", err)
 }
 
 // ranCommand carries the exit code of a command that ran something
@@ -152,10 +160,10 @@ func run0(err error, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, help.text)
 		return exitOK
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "sodactl: %s\nRun '%s --help' for usage.\n", usage.msg, usage.help)
+		report(err, stderr)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "sodactl: %v\n", err)
+		report(err, stderr)
 		return exitError
 	}
 }

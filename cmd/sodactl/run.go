@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/soda-project/soda/internal/clientconfig"
+	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/systemd"
@@ -61,13 +62,16 @@ Options:
   -v, --verbose            log each layer and egress decision
   -h, --help               show this help
 
-Exit status: COMMAND's; 125 if the sandbox could not be set up (the error
-names the layer), 126/127 if COMMAND cannot be run or found.
+Exit status: COMMAND's; 125 if sodactl run itself failed: a wrong option,
+an invalid grant, a granted server that is neither configured nor running,
+or a sandbox layer that could not be set up (the error names it);
+126/127 if COMMAND cannot be run or found.
 `
 
-// exitSandbox is sodactl run's exit status when the sandbox could not be
-// set up; 126 and 127 (command not executable, not found) come from
-// sandbox.CommandError.
+// exitSandbox is sodactl run's exit status whenever it fails before
+// COMMAND runs, the command line included (as env(1) and timeout(1) do), so
+// that it never mixes with COMMAND's own statuses; 126 and 127 (command not
+// executable, not found) come from sandbox.CommandError.
 const exitSandbox = 125
 
 // listFlag collects a repeatable, comma-separated flag.
@@ -127,11 +131,11 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.BoolVar(&ro.verbose, "verbose", false, "")
 	fs.BoolVar(&ro.verbose, "v", false, "")
 	if err := parse(fs, args, runUsage, "sodactl run"); err != nil {
-		return exitUsage, err
+		return exitSandbox, err
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return exitUsage, usagef("sodactl run", "missing COMMAND (sodactl run [OPTIONS] -- COMMAND [ARGS...])")
+		return exitSandbox, usagef("sodactl run", "missing COMMAND (sodactl run [OPTIONS] -- COMMAND [ARGS...])")
 	}
 
 	level := slog.LevelWarn
@@ -142,11 +146,11 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 
 	spec, err := ro.spec(argv, stdout, stderr)
 	if err != nil {
-		return exitUsage, err
+		return exitSandbox, err
 	}
 	servers, err := mcpGrants(opts, ro.mcp)
 	if err != nil {
-		return exitError, err
+		return exitSandbox, err
 	}
 	for _, srv := range servers {
 		spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, srv.port)
@@ -366,6 +370,9 @@ type mcpServer struct {
 func mcpGrants(opts *options, names []string) ([]mcpServer, error) {
 	var servers []mcpServer
 	for _, name := range names {
+		if err := config.ValidName(name); err != nil {
+			return nil, usagef("sodactl run", "--mcp: %v", err)
+		}
 		cfg, err := loadConfig(opts.configDir, name, true)
 		if err != nil {
 			return nil, err
