@@ -55,7 +55,8 @@ test: check
 
 run: deps-test build
 	@mkdir -p /var/lib/soda/mcp
-	@echo "Connect a client:  ./bin/sodactl mcp client-config everything --client claude --token-file /var/lib/soda/mcp/everything.token"
+	@echo "Connect a client:  ./bin/sodactl mcp client-config everything --client claude"
+	@echo "Grant it to a sandboxed agent:  ./bin/sodactl run --mcp everything -- claude mcp list"
 	./bin/soda-mcpd --name everything --listen 127.0.0.1:18100 \
 		--token-file /var/lib/soda/mcp/everything.token -- node $(EVERYTHING) stdio
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/runstate"
 	"github.com/soda-project/soda/internal/version"
 )
 
@@ -28,7 +29,8 @@ Commands:
         Run COMMAND (an agent) in a sandbox with the MCP servers and
         network targets granted to it ('sodactl run --help').
   mcp list
-        List the configured MCP servers with their units' state.
+        List the configured and the running MCP servers with their
+        units' state.
   mcp status NAME
         Show one server: config, URL, units, STATUS=, sessions, children.
   mcp token NAME
@@ -39,6 +41,9 @@ Commands:
 
 Options:
   --config-dir DIR    directory holding NAME.conf (default /etc/soda/mcp)
+  --runtime-dir DIR   directory holding the runtime records NAME.status.json
+                      of running servers (default /run/soda/mcp, and
+                      $XDG_RUNTIME_DIR/soda/mcp for a user)
   --token-file FILE   read the token from FILE instead of the configured one
   --version           print sodactl's version and exit
   -h, --help          show this help
@@ -53,7 +58,8 @@ const mcpUsage = `Usage: sodactl mcp list [OPTIONS]
 
 Commands:
   list
-        Each NAME.conf with its Listen= address, the state of
+        Each NAME.conf, and each server running without one, with its
+        Listen= address, the state of
         soda-mcp@NAME.socket and .service, and the live sessions and
         children (from /run/soda/mcp/NAME.status.json).
   status NAME
@@ -72,16 +78,23 @@ Commands:
 Options:
   --client CLIENT     claude, codex, opencode or vscode (client-config only)
   --config-dir DIR    directory holding NAME.conf (default /etc/soda/mcp)
+  --runtime-dir DIR   directory holding the runtime records NAME.status.json
+                      of running servers (default /run/soda/mcp, and
+                      $XDG_RUNTIME_DIR/soda/mcp for a user)
   --token-file FILE   read the token from FILE instead of the configured one
   -h, --help          show this help
 
 Options may come before or after NAME.
+
+NAME is found by NAME.conf, else by the runtime record of a soda-mcpd
+running under that name (one started by hand, as "make run" does).
 `
 
 // options holds the flags shared by every command.
 type options struct {
-	configDir string
-	tokenFile string
+	configDir   string
+	tokenFile   string
+	runtimeDirs []string // where live NAME.status.json records are; nil: runstate.SearchDirs
 }
 
 // bind registers the shared flags on fs, defaulting to the current values so
@@ -89,6 +102,18 @@ type options struct {
 func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.configDir, "config-dir", o.configDir, "directory holding NAME.conf")
 	fs.StringVar(&o.tokenFile, "token-file", o.tokenFile, "token file to read")
+	fs.Func("runtime-dir", "directory holding NAME.status.json", func(v string) error {
+		o.runtimeDirs = []string{v}
+		return nil
+	})
+}
+
+// searchDirs returns the directories of live runtime records.
+func (o *options) searchDirs() []string {
+	if o.runtimeDirs != nil {
+		return o.runtimeDirs
+	}
+	return runstate.SearchDirs()
 }
 
 // usageError is a wrong command line: exit code 2 and a pointer to the help.

@@ -58,7 +58,9 @@ Options:
   --allow-degraded LAYERS  run even if these layers are unavailable
                            (cgroup, landlock, seccomp, idmap); logged and
                            audited. Without it a missing layer is an error.
-  --config-dir DIR         directory holding NAME.conf (default /etc/soda/mcp)
+  --config-dir DIR         directory holding NAME.conf (default /etc/soda/mcp);
+                           a NAME without one is granted if a soda-mcpd of
+                           that name runs (its /run/soda/mcp/NAME.status.json)
   -v, --verbose            log each layer and egress decision
   -h, --help               show this help
 
@@ -177,9 +179,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 			return exitSandbox, fmt.Errorf("write the agents' MCP configuration: %w", err)
 		}
 		spec.TrustedEnv = append(spec.TrustedEnv, "SODA_MCP_CONFIG="+filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
-		if filepath.Base(argv[0]) == "claude" {
-			spec.Argv = append([]string{argv[0], "--mcp-config", filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath)}, argv[1:]...)
-		}
+		spec.Argv = agentArgv(argv, filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
 	}
 	spec.Home = home
 
@@ -224,6 +224,16 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", argv[0], ro.timeout)
 	}
 	return st.Code, nil
+}
+
+// agentArgv is the command line of an agent granted MCP servers: Claude
+// Code gets --mcp-config=FILE first, as one word so that it cannot take
+// the arguments after it as more files; other commands run unchanged.
+func agentArgv(argv []string, mcpConfig string) []string {
+	if filepath.Base(argv[0]) != "claude" {
+		return argv
+	}
+	return append([]string{argv[0], clientconfig.ClaudeMCPConfigArg(mcpConfig)}, argv[1:]...)
 }
 
 // newHome makes a private home for one sandbox in dir, with a lock file
@@ -373,10 +383,11 @@ func mcpGrants(opts *options, names []string) ([]mcpServer, error) {
 		if err := config.ValidName(name); err != nil {
 			return nil, usagef("sodactl run", "--mcp: %v", err)
 		}
-		cfg, err := loadConfig(opts.configDir, name, true)
+		t, err := resolve(opts, name, false)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--mcp %s: %w", name, err)
 		}
+		cfg := t.cfg
 		_, portStr, err := net.SplitHostPort(cfg.Bridge.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("--mcp %s: Listen=%s: %w", name, cfg.Bridge.Listen, err)

@@ -57,7 +57,7 @@ func TestRunCommandLine(t *testing.T) {
 		{"bad private grant", []string{"run", "--allow-private", "bad", "--", "true"}, 125, "--allow-private bad"},
 		{"bad layer", []string{"run", "--allow-degraded", "netns", "--", "true"}, 125, "cannot be degraded"},
 		{"env not set", []string{"run", "--env", "SODA_TEST_NOT_SET_ANYWHERE", "--", "true"}, 125, "not set in sodactl's environment"},
-		{"unknown mcp", []string{"run", cd, "--mcp", "nosuch", "--", "true"}, 125, "no configuration for \"nosuch\""},
+		{"unknown mcp", []string{"run", cd, "--mcp", "nosuch", "--", "true"}, 125, "no server \"nosuch\": " + f.conf + "/nosuch.conf does not exist, and no soda-mcpd of that name is running"},
 		{"invalid mcp name", []string{"run", cd, "--mcp", "../etc", "--", "true"}, 125, "may only hold"},
 		{"mcp without token", []string{"run", cd, "--mcp", "gh", "--", "true"}, 125, "no token yet for gh"},
 		{"mcp malformed token", []string{"run", cd, "--mcp", "bad", "--", "true"}, 125, "bad.token"},
@@ -81,5 +81,32 @@ func TestRunCommandLine(t *testing.T) {
 				t.Errorf("help lacks the options:\n%s", stdout.String())
 			}
 		})
+	}
+}
+
+// TestAgentArgv: Claude Code gets its MCP configuration as one word
+// (--mcp-config is variadic in Claude Code: "--mcp-config FILE" followed
+// by a prompt read the prompt as a second file), before the user's
+// arguments, which are kept in order; other agents run unchanged.
+func TestAgentArgv(t *testing.T) {
+	const cfg = "/home/agent/.soda/mcp.json"
+	tests := []struct {
+		argv, want []string
+	}{
+		{[]string{"claude", "fix the bug"}, []string{"claude", "--mcp-config=" + cfg, "fix the bug"}},
+		{[]string{"/usr/local/bin/claude", "mcp", "list"}, []string{"/usr/local/bin/claude", "--mcp-config=" + cfg, "mcp", "list"}},
+		{[]string{"claude"}, []string{"claude", "--mcp-config=" + cfg}},
+		{[]string{"codex", "fix the bug"}, []string{"codex", "fix the bug"}},
+	}
+	for _, tt := range tests {
+		got := agentArgv(tt.argv, cfg)
+		if strings.Join(got, "\x00") != strings.Join(tt.want, "\x00") {
+			t.Errorf("agentArgv(%q) = %q, want %q", tt.argv, got, tt.want)
+		}
+		for i, a := range got {
+			if a == "--mcp-config" && i+1 < len(got) {
+				t.Errorf("agentArgv(%q): --mcp-config as its own word swallows %q", tt.argv, got[i+1:])
+			}
+		}
 	}
 }
