@@ -517,7 +517,7 @@ func newStatusFile(log *slog.Logger, cfg config.Server, auth bool, listeners []n
 		return s
 	}
 	s.path = filepath.Join(dir, runstate.FileName(cfg.Name))
-	s.base = runstate.Record{PID: os.Getpid(), Name: cfg.Name, Config: cfg.Path, Auth: auth, SocketActivated: activated}
+	s.base = runstate.Record{PID: os.Getpid(), Name: cfg.Name, Auth: auth, SocketActivated: activated}
 	if start, err := runstate.ProcStart(os.Getpid()); err == nil {
 		s.base.Start = start
 	}

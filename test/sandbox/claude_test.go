@@ -20,7 +20,11 @@ func (e *env) claudeCLI(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(e.repo, "test", "sandbox", "claude-code")
 	claude := filepath.Join(dir, "node_modules", ".bin", "claude")
-	if _, err := os.Stat(claude); err == nil {
+	// Installed and as new as the lock file (npm ci writes
+	// node_modules/.package-lock.json), as the Makefile's deps-test checks.
+	lock, lerr := os.Stat(filepath.Join(dir, "package-lock.json"))
+	inst, ierr := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
+	if _, err := os.Stat(claude); err == nil && lerr == nil && ierr == nil && !inst.ModTime().Before(lock.ModTime()) {
 		return claude
 	}
 	npm, err := exec.LookPath("npm")
