@@ -13,7 +13,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,15 +44,17 @@ type Front struct {
 	log      *slog.Logger
 	next     http.Handler
 	draining atomic.Bool
-	// ports accepted in Host headers: those of the listeners served.
-	ports atomic.Value // []string
-	srv   *http.Server
+	// portsMu guards ports, the ports accepted in Host headers: those of
+	// the listeners served. mcpd calls Serve for each listener
+	// concurrently, so adding one must not lose another.
+	portsMu sync.RWMutex
+	ports   []string
+	srv     *http.Server
 }
 
 // New returns a Front serving next.
 func New(log *slog.Logger, opts Options, next http.Handler) *Front {
 	f := &Front{opts: opts, log: log, next: next}
-	f.ports.Store([]string(nil))
 	f.srv = &http.Server{
 		Handler:           f,
 		MaxHeaderBytes:    opts.MaxHeaderBytes,
@@ -70,8 +75,9 @@ func (f *Front) Serve(l net.Listener) error {
 		return err
 	}
 	if tcp, ok := l.Addr().(*net.TCPAddr); ok {
-		ports := append([]string(nil), f.ports.Load().([]string)...)
-		f.ports.Store(append(ports, fmt.Sprint(tcp.Port)))
+		f.portsMu.Lock()
+		f.ports = append(f.ports, strconv.Itoa(tcp.Port))
+		f.portsMu.Unlock()
 	}
 	if f.opts.MaxConnections > 0 {
 		l = netutil.LimitListener(l, f.opts.MaxConnections)
@@ -174,13 +180,10 @@ func (f *Front) hostAllowed(host string) bool {
 	if !isLoopbackHost(h) {
 		return false
 	}
-	for _, p := range f.ports.Load().([]string) {
-		if p == port {
-			return true
-		}
-	}
+	f.portsMu.RLock()
+	defer f.portsMu.RUnlock()
 	// Unix-socket listeners have no port; accept "localhost" with any port.
-	return len(f.ports.Load().([]string)) == 0
+	return len(f.ports) == 0 || slices.Contains(f.ports, port)
 }
 
 func isLoopbackHost(h string) bool {
