@@ -1,6 +1,12 @@
 // Package httpfront is soda's hardened loopback HTTP listener: bearer-token
 // authentication, Host and Origin checks against DNS rebinding, bounded
 // connections, headers, read time and bodies, and a readiness endpoint.
+//
+// A client without the token cannot keep those with it out: every refused
+// request (any 4xx) closes its connection, a connection that sends no
+// complete request headers within ReadTimeout is closed, and when the
+// connection limit is reached the oldest connection that has not yet
+// authenticated makes room for a new one (see gate).
 package httpfront
 
 import (
@@ -19,8 +25,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // Options configures a Front.
@@ -30,13 +34,25 @@ type Options struct {
 	// Token is the bearer token clients must present; empty disables
 	// authentication (Auth=none).
 	Token string
-	// MaxConnections bounds simultaneous client connections.
+	// MaxConnections bounds simultaneous client connections, across all
+	// listeners; 0 means no bound. Connections that have not authenticated
+	// are closed, oldest first, to make room for new ones.
 	MaxConnections int
-	// MaxHeaderBytes bounds the request line and headers.
+	// MaxHeaderBytes bounds the request line and headers of a request,
+	// counted from its first byte to the end of the empty line that ends
+	// them; larger requests get 431. 0 means net/http's default (1 MiB,
+	// plus its slack).
 	MaxHeaderBytes int
-	// ReadTimeout bounds the time to receive headers and body.
+	// ReadTimeout bounds the time to receive headers and body; a
+	// connection that sends no complete request headers within it is closed.
 	ReadTimeout time.Duration
 }
+
+// headerSlack is what net/http adds to Server.MaxHeaderBytes for its read
+// buffer; its limit on a request's line and headers is the sum. Ours is
+// enforced by headerScan; net/http's is set to match it where it can, so
+// that larger headers are not even buffered.
+const headerSlack = 4096
 
 // Front wraps an http.Handler with soda's access checks and bounds.
 type Front struct {
@@ -49,18 +65,26 @@ type Front struct {
 	// concurrently, so adding one must not lose another.
 	portsMu sync.RWMutex
 	ports   []string
+	gate    *gate
 	srv     *http.Server
 }
 
 // New returns a Front serving next.
 func New(log *slog.Logger, opts Options, next http.Handler) *Front {
 	f := &Front{opts: opts, log: log, next: next}
+	f.gate = newGate(log, opts.MaxConnections, opts.MaxHeaderBytes)
+	maxHeader := 0
+	if opts.MaxHeaderBytes > 0 {
+		maxHeader = max(opts.MaxHeaderBytes-headerSlack, 1)
+	}
 	f.srv = &http.Server{
 		Handler:           f,
-		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		MaxHeaderBytes:    maxHeader,
 		ReadHeaderTimeout: opts.ReadTimeout,
 		ReadTimeout:       opts.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
+		ConnContext:       connContext,
+		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return f
@@ -79,9 +103,7 @@ func (f *Front) Serve(l net.Listener) error {
 		f.ports = append(f.ports, strconv.Itoa(tcp.Port))
 		f.portsMu.Unlock()
 	}
-	if f.opts.MaxConnections > 0 {
-		l = netutil.LimitListener(l, f.opts.MaxConnections)
-	}
+	l = f.gate.listener(l)
 	err := f.srv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -111,11 +133,20 @@ func checkLoopbackListener(l net.Listener) error {
 	return nil
 }
 
-// ServeHTTP applies the checks in order: Host, Origin, token; then serves
-// /ready or hands over to the wrapped handler.
+// ServeHTTP applies the checks in order: header size, Host, Origin, token;
+// then marks the
+// connection authenticated and serves /ready or hands over to the wrapped
+// handler. Every 4xx answer, the wrapped handler's included, closes the
+// connection.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A Unix socket cannot be reached by a browser, so DNS rebinding does
 	// not apply there and Host may be anything (curl sends "localhost").
+	gc, _ := r.Context().Value(connKey{}).(*gatedConn)
+	if gc != nil && gc.headers.tooLarge() {
+		f.log.Warn("limit hit", "limit", "headers", "max_bytes", f.opts.MaxHeaderBytes, "remote", r.RemoteAddr)
+		deny(w, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request line and headers exceed %d bytes", f.opts.MaxHeaderBytes))
+		return
+	}
 	_, viaUnix := r.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr)
 	if !viaUnix && !f.hostAllowed(r.Host) {
 		f.log.Warn("request refused", "reason", "host", "host", r.Host, "remote", r.RemoteAddr)
@@ -137,12 +168,43 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token> (sodactl mcp token "+f.opts.Name+")")
 		return
 	}
+	if gc != nil {
+		gc.authenticated()
+	}
 	if r.URL.Path == "/ready" {
 		f.serveReady(w, r)
 		return
 	}
-	f.next.ServeHTTP(w, r)
+	f.next.ServeHTTP(&closeOn4xx{ResponseWriter: w}, r)
 }
+
+// closeOn4xx adds Connection: close to a 4xx answer, so that net/http closes
+// the connection after it.
+type closeOn4xx struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *closeOn4xx) WriteHeader(code int) {
+	if !w.wrote && code >= 400 && code < 500 {
+		w.Header().Set("Connection", "close")
+	}
+	if code >= 200 {
+		w.wrote = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closeOn4xx) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *closeOn4xx) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush supports handlers that assert http.Flusher.
+func (w *closeOn4xx) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
 
 func (f *Front) serveReady(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -203,7 +265,10 @@ func originAllowed(o string) bool {
 	return isLoopbackHost(u.Hostname())
 }
 
+// deny answers a refusal and closes the connection after it: a client that
+// was refused keeps no connection, hence no slot.
 func deny(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Connection", "close")
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
