@@ -4,9 +4,10 @@
 //
 // A client without the token cannot keep those with it out: every refused
 // request (any 4xx) closes its connection, a connection that sends no
-// complete request headers within ReadTimeout is closed, and when the
-// connection limit is reached the oldest connection that has not yet
-// authenticated makes room for a new one (see gate).
+// complete request headers within ReadTimeout is closed, and connections
+// that have not authenticated yet do not count against MaxConnections but
+// have a pool of their own, whose oldest member makes room for a newcomer
+// (see gate).
 package httpfront
 
 import (
@@ -34,9 +35,10 @@ type Options struct {
 	// Token is the bearer token clients must present; empty disables
 	// authentication (Auth=none).
 	Token string
-	// MaxConnections bounds simultaneous client connections, across all
-	// listeners; 0 means no bound. Connections that have not authenticated
-	// are closed, oldest first, to make room for new ones.
+	// MaxConnections bounds simultaneous authenticated client connections,
+	// across all listeners; 0 means no bound. Up to pendingPerSlot times as
+	// many connections may be open that have not authenticated yet; at that
+	// bound, the oldest of them is closed for a new one.
 	MaxConnections int
 	// MaxHeaderBytes bounds the request line and headers of a request,
 	// counted from its first byte to the end of the empty line that ends
@@ -134,10 +136,9 @@ func checkLoopbackListener(l net.Listener) error {
 }
 
 // ServeHTTP applies the checks in order: header size, Host, Origin, token;
-// then marks the
-// connection authenticated and serves /ready or hands over to the wrapped
-// handler. Every 4xx answer, the wrapped handler's included, closes the
-// connection.
+// then marks the connection authenticated and serves /ready or hands over to
+// the wrapped handler. Every 4xx answer, the wrapped handler's included,
+// closes the connection.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A Unix socket cannot be reached by a browser, so DNS rebinding does
 	// not apply there and Host may be anything (curl sends "localhost").
@@ -169,7 +170,14 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if gc != nil {
-		gc.authenticated()
+		ok, waited := gc.authenticated(r.Context())
+		if !ok {
+			return // the client left, or the server is closing
+		}
+		if waited && f.opts.ReadTimeout > 0 {
+			// The wait for a slot must not eat the time to send the body.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(f.opts.ReadTimeout))
+		}
 	}
 	if r.URL.Path == "/ready" {
 		f.serveReady(w, r)

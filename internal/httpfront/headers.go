@@ -79,3 +79,11 @@ func (h *headerScan) tooLarge() bool {
 	defer h.mu.Unlock()
 	return h.over
 }
+
+// complete reports whether the current request's headers have all been
+// read.
+func (h *headerScan) complete() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.done
+}

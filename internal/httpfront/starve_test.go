@@ -130,6 +130,8 @@ func TestAttackerCannotStarveTokenHolder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		// More than the pool of unauthenticated connections holds.
+		{"silent, beyond the pending pool", pendingPerSlot*32 + 40, func(*testing.T, net.Conn, string) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,11 +206,12 @@ func TestTokenHoldersStillBounded(t *testing.T) {
 	}
 }
 
-// TestEvictsOldestPending checks the order of eviction at the limit: the
-// oldest connection that has not authenticated goes first, and an
-// authenticated one is never closed for a newcomer.
+// TestEvictsOldestPending checks the order of eviction when the pool of
+// connections that have not authenticated is full: the oldest goes first,
+// and an authenticated connection is never closed for a newcomer.
 func TestEvictsOldestPending(t *testing.T) {
-	s := start(t, Options{Token: testToken, MaxConnections: 3, ReadTimeout: 30 * time.Second})
+	const maxConns = 2
+	s := start(t, Options{Token: testToken, MaxConnections: maxConns, ReadTimeout: 30 * time.Second})
 	authed := dial(t, s.addr)
 	authedR := bufio.NewReader(authed)
 	ask := func(c net.Conn, br *bufio.Reader) error {
@@ -230,26 +233,29 @@ func TestEvictsOldestPending(t *testing.T) {
 	if err := ask(authed, authedR); err != nil {
 		t.Fatal(err)
 	}
-	older := dial(t, s.addr)
-	time.Sleep(50 * time.Millisecond) // accepted in this order
-	newer := dial(t, s.addr)
+	// Fill the pending pool with silent connections, in a known order.
+	var silent []net.Conn
+	for range pendingPerSlot * maxConns {
+		silent = append(silent, dial(t, s.addr))
+		time.Sleep(20 * time.Millisecond)
+	}
 	time.Sleep(50 * time.Millisecond)
 
-	// All 3 slots are taken: a newcomer evicts the older pending connection.
+	// A newcomer evicts the oldest silent connection, and only that one.
 	c := dial(t, s.addr)
 	if err := ask(c, bufio.NewReader(c)); err != nil {
-		t.Fatalf("newcomer at the limit: %v", err)
+		t.Fatalf("newcomer with the pending pool full: %v", err)
 	}
 	closed := func(c net.Conn) bool {
 		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		_, err := c.Read(make([]byte, 1))
 		return errors.Is(err, io.EOF)
 	}
-	if !closed(older) {
+	if !closed(silent[0]) {
 		t.Error("the oldest pending connection was not closed for the newcomer")
 	}
-	if closed(newer) {
-		t.Error("the newer pending connection was closed instead of (or as well as) the oldest")
+	if closed(silent[1]) {
+		t.Error("the second oldest pending connection was closed as well")
 	}
 	if err := ask(authed, authedR); err != nil {
 		t.Errorf("the authenticated connection no longer works: %v", err)
