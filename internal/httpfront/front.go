@@ -172,7 +172,8 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if gc != nil {
 		ok, waited := gc.authenticated(r.Context())
 		if !ok {
-			return // the client left, or the server is closing
+			gc.Close() // the client left, or the server is closing: answer nothing
+			return
 		}
 		if waited && f.opts.ReadTimeout > 0 {
 			// The wait for a slot must not eat the time to send the body.

@@ -77,7 +77,7 @@ func (g *gate) admit(c net.Conn, done <-chan struct{}) (*gatedConn, bool) {
 		freed := g.freed
 		g.mu.Unlock()
 		if victim != nil {
-			g.log.Debug("too many unauthenticated connections: closing the oldest",
+			g.log.Debug("too many unauthenticated connections: closing the oldest without a request",
 				"max", g.pendingMax, "closed", victim.RemoteAddr().String(), "new", c.RemoteAddr().String())
 			victim.Close()
 			continue
