@@ -1,6 +1,13 @@
 // Package httpfront is soda's hardened loopback HTTP listener: bearer-token
 // authentication, Host and Origin checks against DNS rebinding, bounded
 // connections, headers, read time and bodies, and a readiness endpoint.
+//
+// A client without the token cannot keep those with it out: every refused
+// request (any 4xx) closes its connection, a connection that sends no
+// complete request headers within ReadTimeout is closed, and connections
+// that have not authenticated yet do not count against MaxConnections but
+// have a pool of their own, whose oldest member makes room for a newcomer
+// (see gate).
 package httpfront
 
 import (
@@ -13,11 +20,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // Options configures a Front.
@@ -27,13 +35,26 @@ type Options struct {
 	// Token is the bearer token clients must present; empty disables
 	// authentication (Auth=none).
 	Token string
-	// MaxConnections bounds simultaneous client connections.
+	// MaxConnections bounds simultaneous authenticated client connections,
+	// across all listeners; 0 means no bound. Up to pendingPerSlot times as
+	// many connections may be open that have not authenticated yet; at that
+	// bound, the oldest of them is closed for a new one.
 	MaxConnections int
-	// MaxHeaderBytes bounds the request line and headers.
+	// MaxHeaderBytes bounds the request line and headers of a request,
+	// counted from its first byte to the end of the empty line that ends
+	// them; larger requests get 431. 0 means net/http's default (1 MiB,
+	// plus its slack).
 	MaxHeaderBytes int
-	// ReadTimeout bounds the time to receive headers and body.
+	// ReadTimeout bounds the time to receive headers and body; a
+	// connection that sends no complete request headers within it is closed.
 	ReadTimeout time.Duration
 }
+
+// headerSlack is what net/http adds to Server.MaxHeaderBytes for its read
+// buffer; its limit on a request's line and headers is the sum. Ours is
+// enforced by headerScan; net/http's is set to match it where it can, so
+// that larger headers are not even buffered.
+const headerSlack = 4096
 
 // Front wraps an http.Handler with soda's access checks and bounds.
 type Front struct {
@@ -41,21 +62,31 @@ type Front struct {
 	log      *slog.Logger
 	next     http.Handler
 	draining atomic.Bool
-	// ports accepted in Host headers: those of the listeners served.
-	ports atomic.Value // []string
-	srv   *http.Server
+	// portsMu guards ports, the ports accepted in Host headers: those of
+	// the listeners served. mcpd calls Serve for each listener
+	// concurrently, so adding one must not lose another.
+	portsMu sync.RWMutex
+	ports   []string
+	gate    *gate
+	srv     *http.Server
 }
 
 // New returns a Front serving next.
 func New(log *slog.Logger, opts Options, next http.Handler) *Front {
 	f := &Front{opts: opts, log: log, next: next}
-	f.ports.Store([]string(nil))
+	f.gate = newGate(log, opts.MaxConnections, opts.MaxHeaderBytes)
+	maxHeader := 0
+	if opts.MaxHeaderBytes > 0 {
+		maxHeader = max(opts.MaxHeaderBytes-headerSlack, 1)
+	}
 	f.srv = &http.Server{
 		Handler:           f,
-		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		MaxHeaderBytes:    maxHeader,
 		ReadHeaderTimeout: opts.ReadTimeout,
 		ReadTimeout:       opts.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
+		ConnContext:       connContext,
+		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return f
@@ -70,12 +101,11 @@ func (f *Front) Serve(l net.Listener) error {
 		return err
 	}
 	if tcp, ok := l.Addr().(*net.TCPAddr); ok {
-		ports := append([]string(nil), f.ports.Load().([]string)...)
-		f.ports.Store(append(ports, fmt.Sprint(tcp.Port)))
+		f.portsMu.Lock()
+		f.ports = append(f.ports, strconv.Itoa(tcp.Port))
+		f.portsMu.Unlock()
 	}
-	if f.opts.MaxConnections > 0 {
-		l = netutil.LimitListener(l, f.opts.MaxConnections)
-	}
+	l = f.gate.listener(l)
 	err := f.srv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -105,11 +135,19 @@ func checkLoopbackListener(l net.Listener) error {
 	return nil
 }
 
-// ServeHTTP applies the checks in order: Host, Origin, token; then serves
-// /ready or hands over to the wrapped handler.
+// ServeHTTP applies the checks in order: header size, Host, Origin, token;
+// then marks the connection authenticated and serves /ready or hands over to
+// the wrapped handler. Every 4xx answer, the wrapped handler's included,
+// closes the connection.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A Unix socket cannot be reached by a browser, so DNS rebinding does
 	// not apply there and Host may be anything (curl sends "localhost").
+	gc, _ := r.Context().Value(connKey{}).(*gatedConn)
+	if gc != nil && gc.headers.tooLarge() {
+		f.log.Warn("limit hit", "limit", "headers", "max_bytes", f.opts.MaxHeaderBytes, "remote", r.RemoteAddr)
+		deny(w, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request line and headers exceed %d bytes", f.opts.MaxHeaderBytes))
+		return
+	}
 	_, viaUnix := r.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr)
 	if !viaUnix && !f.hostAllowed(r.Host) {
 		f.log.Warn("request refused", "reason", "host", "host", r.Host, "remote", r.RemoteAddr)
@@ -131,12 +169,51 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token> (sodactl mcp token "+f.opts.Name+")")
 		return
 	}
+	if gc != nil {
+		ok, waited := gc.authenticated(r.Context())
+		if !ok {
+			gc.Close() // the client left, or the server is closing: answer nothing
+			return
+		}
+		if waited && f.opts.ReadTimeout > 0 {
+			// The wait for a slot must not eat the time to send the body.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(f.opts.ReadTimeout))
+		}
+	}
 	if r.URL.Path == "/ready" {
 		f.serveReady(w, r)
 		return
 	}
-	f.next.ServeHTTP(w, r)
+	f.next.ServeHTTP(&closeOn4xx{ResponseWriter: w}, r)
 }
+
+// closeOn4xx adds Connection: close to a 4xx answer, so that net/http closes
+// the connection after it.
+type closeOn4xx struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *closeOn4xx) WriteHeader(code int) {
+	if !w.wrote && code >= 400 && code < 500 {
+		w.Header().Set("Connection", "close")
+	}
+	if code >= 200 {
+		w.wrote = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closeOn4xx) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *closeOn4xx) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush supports handlers that assert http.Flusher.
+func (w *closeOn4xx) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
 
 func (f *Front) serveReady(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -174,13 +251,10 @@ func (f *Front) hostAllowed(host string) bool {
 	if !isLoopbackHost(h) {
 		return false
 	}
-	for _, p := range f.ports.Load().([]string) {
-		if p == port {
-			return true
-		}
-	}
+	f.portsMu.RLock()
+	defer f.portsMu.RUnlock()
 	// Unix-socket listeners have no port; accept "localhost" with any port.
-	return len(f.ports.Load().([]string)) == 0
+	return len(f.ports) == 0 || slices.Contains(f.ports, port)
 }
 
 func isLoopbackHost(h string) bool {
@@ -200,7 +274,10 @@ func originAllowed(o string) bool {
 	return isLoopbackHost(u.Hostname())
 }
 
+// deny answers a refusal and closes the connection after it: a client that
+// was refused keeps no connection, hence no slot.
 func deny(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Connection", "close")
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

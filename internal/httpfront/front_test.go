@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -381,63 +379,75 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-func TestMaxConnections(t *testing.T) {
-	s := start(t, Options{Token: testToken, MaxConnections: 2, ReadTimeout: 30 * time.Second})
-	// Two connections that never send a request hold both slots.
-	idle1 := dial(t, s.addr)
-	dial(t, s.addr)
-
-	third := dial(t, s.addr) // the kernel completes the handshake; the server must not accept it
-	if _, err := io.WriteString(third, rawRequest(s.addr, "/ready")); err != nil {
-		t.Fatal(err)
+// headerRequest is a GET /ready with the token whose request line and
+// headers, up to and including the blank line, are exactly size bytes.
+func headerRequest(t *testing.T, addr string, size int, close bool) string {
+	t.Helper()
+	head := "GET /ready HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Bearer " + testToken + "\r\n"
+	if close {
+		head += "Connection: close\r\n"
 	}
-	third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	br := bufio.NewReader(third)
-	if line, err := br.ReadString('\n'); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("third connection was answered (%q, %v) while 2 of MaxConnections=2 were held", line, err)
+	head += "X-Padding: "
+	pad := size - len(head) - len("\r\n\r\n")
+	if pad < 0 {
+		t.Fatalf("cannot build %d bytes of headers", size)
 	}
-
-	// Freeing one slot lets the waiting connection be served.
-	idle1.Close()
-	third.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("third connection not served after a slot was freed: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("third connection: status %d, want 200", resp.StatusCode)
-	}
+	return head + strings.Repeat("a", pad) + "\r\n\r\n"
 }
 
+// TestMaxHeaderBytes checks that the documented limit is the one enforced,
+// to the byte: net/http on its own accepts 4096 bytes more.
 func TestMaxHeaderBytes(t *testing.T) {
-	const limit = 1024
-	s := start(t, Options{Token: testToken, MaxHeaderBytes: limit})
 	tests := []struct {
-		name    string
-		padding int // bytes of extra header
-		want    int
+		name  string
+		limit int // MaxHeaderBytes
+		size  int // request line and headers
+		want  int
 	}{
-		{"small headers", 100, http.StatusOK},
-		// net/http allows 4096 bytes of slack above MaxHeaderBytes; go well past it.
-		{"oversized headers", limit + 4096 + 4096, http.StatusRequestHeaderFieldsTooLarge},
+		{"default, well under", 16 << 10, 1000, http.StatusOK},
+		{"default, one byte under", 16 << 10, 16<<10 - 1, http.StatusOK},
+		{"default, exactly", 16 << 10, 16 << 10, http.StatusOK},
+		{"default, one byte over", 16 << 10, 16<<10 + 1, http.StatusRequestHeaderFieldsTooLarge},
+		{"default, net/http's slack", 16 << 10, 16<<10 + 4096, http.StatusRequestHeaderFieldsTooLarge},
+		{"default, far over", 16 << 10, 64 << 10, http.StatusRequestHeaderFieldsTooLarge},
+		{"8K, exactly", 8 << 10, 8 << 10, http.StatusOK},
+		{"8K, one byte over", 8 << 10, 8<<10 + 1, http.StatusRequestHeaderFieldsTooLarge},
+		{"below net/http's slack, exactly", 1024, 1024, http.StatusOK},
+		{"below net/http's slack, one byte over", 1024, 1025, http.StatusRequestHeaderFieldsTooLarge},
+		{"below net/http's slack, at net/http's limit", 1024, 4097, http.StatusRequestHeaderFieldsTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := dial(t, s.addr)
-			req := "GET /ready HTTP/1.1\r\nHost: " + s.addr + "\r\nAuthorization: Bearer " + testToken +
-				"\r\nX-Padding: " + strings.Repeat("a", tt.padding) + "\r\nConnection: close\r\n\r\n"
-			if _, err := io.WriteString(c, req); err != nil {
-				t.Fatal(err)
-			}
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatalf("read response: %v", err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != tt.want {
-				t.Errorf("%d bytes of padding with MaxHeaderBytes=%d: status %d, want %d", tt.padding, limit, resp.StatusCode, tt.want)
+			s := start(t, Options{Token: testToken, MaxHeaderBytes: tt.limit})
+			// The first request on a connection, and the second on a kept one.
+			for _, second := range []bool{false, true} {
+				c := dial(t, s.addr)
+				br := bufio.NewReader(c)
+				if second {
+					if _, err := io.WriteString(c, headerRequest(t, s.addr, 500, false)); err != nil {
+						t.Fatal(err)
+					}
+					c.SetReadDeadline(time.Now().Add(5 * time.Second))
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil || resp.StatusCode != http.StatusOK {
+						t.Fatalf("first request: %v %v", resp, err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if _, err := io.WriteString(c, headerRequest(t, s.addr, tt.size, true)); err != nil {
+					t.Fatal(err)
+				}
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("read response (second request: %v): %v", second, err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tt.want {
+					t.Errorf("%d bytes of request line and headers with MaxHeaderBytes=%d (second request: %v): status %d, want %d",
+						tt.size, tt.limit, second, resp.StatusCode, tt.want)
+				}
 			}
 		})
 	}

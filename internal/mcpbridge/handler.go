@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -139,7 +140,12 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 			return nil, false
 		}
 		b.log.Warn("read request body", "err", err, "remote", r.RemoteAddr)
-		httpError(w, http.StatusRequestTimeout, "", codeInvalidRequest, "could not read the request body in time: "+err.Error())
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			httpError(w, http.StatusRequestTimeout, "", codeInvalidRequest, "could not read the request body in time: "+err.Error())
+			return nil, false
+		}
+		// Broken framing (a bad chunk size, say) or a body cut short.
+		httpError(w, http.StatusBadRequest, "", codeInvalidRequest, "malformed request body: "+err.Error())
 		return nil, false
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})

@@ -259,7 +259,10 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	if cfg.Bridge.Auth != "none" {
 		var err error
 		tok, err = token.Ensure(cfg.Bridge.TokenFile)
-		if err != nil {
+		switch {
+		case errors.Is(err, token.ErrInsecure), errors.Is(err, token.ErrMalformed):
+			return fmt.Errorf("bearer token: %w", err) // the error says what to do
+		case err != nil:
 			return fmt.Errorf("bearer token: %w (set TokenFile= or --token-file to a writable path)", err)
 		}
 	} else {

@@ -5,6 +5,11 @@
 // bytes), optionally followed by one newline. Ensure creates the file on first
 // use; Read only reads it. Files are created with mode 0640 so that the owning
 // group (the operators allowed to hand tokens to clients) can read them.
+//
+// Both refuse a token path that is not a regular file (a FIFO, device,
+// directory or symbolic link) without ever blocking in open(2), a token file
+// that users other than its owner and group may read or write, and a token
+// directory that they may write (see ErrInsecure).
 package token
 
 import (
@@ -35,6 +40,11 @@ const (
 // ErrMalformed is wrapped by the errors of Read and Ensure when a token file
 // exists but does not hold a valid token.
 var ErrMalformed = errors.New("malformed token")
+
+// ErrInsecure is wrapped by the errors of Read and Ensure when the token file
+// is not a regular file, when users other than its owner and group may read
+// or write it, or when they may write its directory (and so replace it).
+var ErrInsecure = errors.New("insecure token file")
 
 // Generate returns a new random token: Bytes bytes from crypto/rand,
 // hex-encoded in lowercase.
@@ -68,11 +78,12 @@ func Equal(a, b string) bool {
 }
 
 // Read reads and validates the token file at path. It never creates the
-// file: when it is absent the error wraps fs.ErrNotExist.
+// file: when it is absent the error wraps fs.ErrNotExist. It refuses, with an
+// error wrapping ErrInsecure, what checkFile and checkDir refuse.
 func Read(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := open(path)
 	if err != nil {
-		return "", fmt.Errorf("read token %s: %w", path, err)
+		return "", err
 	}
 	defer f.Close()
 	// A valid file is at most Len+1 bytes; read one more to detect longer ones
@@ -82,6 +93,105 @@ func Read(path string) (string, error) {
 		return "", fmt.Errorf("read token %s: %w", path, err)
 	}
 	return parse(path, data)
+}
+
+// open opens the token file for reading after checking it and its directory.
+// It never blocks: the path is checked with lstat(2) first, so that a FIFO
+// or device is refused without being opened, and opened with O_NONBLOCK and
+// O_NOFOLLOW, so that one swapped in between is not waited on or followed
+// either; fstat(2) of what was opened then decides.
+func open(path string) (*os.File, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read token %s: %w", path, err)
+	}
+	if err := checkFile(path, fi); err != nil {
+		return nil, err
+	}
+	if err := checkDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, checkFile(path, fs.FileInfo(symlinkInfo{}))
+		}
+		return nil, fmt.Errorf("read token %s: %w", path, err)
+	}
+	fi, err = f.Stat()
+	if err == nil {
+		err = checkFile(path, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// symlinkInfo stands for a path that O_NOFOLLOW found to be a symbolic link.
+type symlinkInfo struct{ fs.FileInfo }
+
+func (symlinkInfo) Mode() fs.FileMode { return fs.ModeSymlink }
+
+// checkFile refuses a token file that is not a regular file, or that users
+// other than its owner and group may read (the token may have leaked) or
+// write (they could replace it). A group-writable file is accepted: the
+// group is the operators'.
+func checkFile(path string, fi fs.FileInfo) error {
+	mode := fi.Mode()
+	if !mode.IsRegular() {
+		return fmt.Errorf("token file %s: %w: it is %s, not a regular file; set TokenFile= (or --token-file) to a regular file, "+
+			"or remove %s to have one created on the next start", path, ErrInsecure, kind(mode), path)
+	}
+	perm := mode.Perm()
+	switch {
+	case perm&0o002 != 0:
+		return fmt.Errorf("token file %s: %w: it is writable by every user (mode %04o), so anyone could replace the token; "+
+			"run chmod 0640 %s (and check its content: delete it to have a new token generated on the next start)", path, ErrInsecure, perm, path)
+	case perm&0o004 != 0:
+		return fmt.Errorf("token file %s: %w: it is readable by every user (mode %04o), so the token may have leaked; "+
+			"run chmod 0640 %s, or delete it to have a new token generated on the next start (then reconfigure clients)", path, ErrInsecure, perm, path)
+	}
+	return nil
+}
+
+// checkDir refuses a token directory that users other than its owner and
+// group may write: they could replace the token file, or create it before
+// soda-mcpd does. The sticky bit does not help with the latter, so /tmp is
+// refused too. A directory others may read or search is accepted, since the
+// file's own mode keeps them from reading the token.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("token directory %s: %w", dir, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o002 != 0 {
+		if fi.Mode()&fs.ModeSticky != 0 {
+			perm |= 0o1000
+		}
+		return fmt.Errorf("token directory %s: %w: it is writable by every user (mode %04o), so anyone could replace the token file; "+
+			"run chmod o-w %s, or set TokenFile= to a path in a directory of its own (for example /var/lib/soda/mcp)", dir, ErrInsecure, perm, dir)
+	}
+	return nil
+}
+
+// kind names a non-regular file type for error messages.
+func kind(mode fs.FileMode) string {
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case mode.IsDir():
+		return "a directory"
+	case mode&fs.ModeNamedPipe != 0:
+		return "a FIFO (named pipe)"
+	case mode&fs.ModeSocket != 0:
+		return "a socket"
+	case mode&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return "a special file"
+	}
 }
 
 // parse validates the content of a token file.
@@ -128,6 +238,9 @@ func Ensure(path string) (string, error) {
 	dir := filepath.Dir(path)
 	if err := mkdir(dir); err != nil {
 		return "", fmt.Errorf("create token directory %s: %w", dir, err)
+	}
+	if err := checkDir(dir); err != nil {
+		return "", err
 	}
 	tok, err = Generate()
 	if err != nil {
