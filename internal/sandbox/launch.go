@@ -331,13 +331,25 @@ func initCommand(spec *Spec, cfg *initConfig) *exec.Cmd {
 // startProxy serves the egress control socket: the host side of every
 // connection the sandbox makes.
 func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver) {
-	sb.proxy = &egress.Proxy{Policy: sb.spec.Egress, Resolver: resolver, Log: sb.log.With("part", "egress"),
+	log := sb.log.With("part", "egress")
+	sb.proxy = &egress.Proxy{Policy: sb.spec.Egress, Resolver: resolver, Log: log,
 		Audit: func(ev egress.Event) { sb.record(Record{Event: "egress", Egress: &ev}) }}
+	// The host's own addresses, kept current while the sandbox lives; if
+	// the subscription cannot be had, the proxy reads them per CONNECT.
+	local, err := egress.WatchHostAddrs(log)
+	if err != nil {
+		log.Warn("egress: no address subscription; the host's addresses are read per connection", "err", err)
+	} else {
+		sb.proxy.Local = local
+	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	sb.cancelProxy = cancel
 	sb.proxyDone = make(chan struct{})
 	go func() {
 		defer close(sb.proxyDone)
+		if local != nil {
+			defer local.Close()
+		}
 		if err := sb.proxy.ServeControl(pctx, sb.egress); err != nil && pctx.Err() == nil {
 			sb.log.Warn("egress control ended", "err", err)
 		}
