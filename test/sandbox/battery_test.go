@@ -23,7 +23,8 @@ type probeResult struct {
 // to addresses the proxy must refuse, names and ports not granted, and
 // IP literals in odd forms.
 var (
-	grantedButUnsafe = []string{"loop.test:18222", "evil.test:443", "meta.test:80", "v6map.test:18222", "cgnat.test:443"}
+	grantedButUnsafe = []string{"loop.test:18222", "evil.test:443", "meta.test:80", "v6map.test:18222", "cgnat.test:443",
+		"hostaddr.test:18444"} // a public address that is the host's own
 	deniedTargets    = append([]string{
 		"example.com:443",    // not granted: refused before any DNS lookup
 		"public.test:22",     // granted for 443 only
@@ -163,6 +164,9 @@ func runBattery(t *testing.T, user string) {
 	}
 	if !strings.Contains(reason["meta.test:80"], "169.254.169.254") {
 		t.Errorf("meta.test:80 refused for %q, want the resolved metadata address named", reason["meta.test:80"])
+	}
+	if !strings.Contains(reason["hostaddr.test:18444"], "1.2.3.4 is this host's own") {
+		t.Errorf("hostaddr.test:18444 refused for %q, want the host's own address named", reason["hostaddr.test:18444"])
 	}
 	if decision[fmt.Sprintf("127.0.0.1:%d", echoPort)] != "allow" {
 		t.Errorf("granted echo target not audited as allowed: %v", decision)
