@@ -261,8 +261,22 @@ const DefaultProxyPort = egress.DefaultProxyPort
 // sandbox's own machinery or would undo its hiding of host sockets.
 var forbiddenGrants = []string{"/", "/proc", "/sys", "/dev", "/run", "/var/run", "/sys/fs/cgroup", "/var/lib/soda", "/etc", "/usr", "/boot"}
 
+// resolveGrant checks a granted path: absolute, an existing directory,
+// no symbolic link in any component (a link planted by an earlier run, in
+// a directory the agent could write, would otherwise redirect the grant
+// anywhere), and not one of forbiddenGrants.
 func resolveGrant(p string) (string, error) {
-	d, err := resolveDir(p)
+	if p == "" {
+		return "", errors.New("empty path")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if err := noSymlinks(abs); err != nil {
+		return "", err
+	}
+	d, err := resolveDir(abs)
 	if err != nil {
 		return "", err
 	}
@@ -295,6 +309,35 @@ func resolveDir(p string) (string, error) {
 		return "", fmt.Errorf("%s is not a directory", r)
 	}
 	return r, nil
+}
+
+// noSymlinks returns an error naming the first component of the absolute,
+// clean path abs that is a symbolic link, and where it points.
+func noSymlinks(abs string) error {
+	cur := "/"
+	for _, part := range strings.Split(strings.TrimPrefix(abs, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		to, err := os.Readlink(cur)
+		if err != nil {
+			return err
+		}
+		target, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return fmt.Errorf("%s is a symbolic link to %s, and a grant may not go through a link", cur, to)
+		}
+		return fmt.Errorf("%s is a symbolic link to %s, and a grant may not go through a link: grant %s itself if that is what you mean", cur, to, target)
+	}
+	return nil
 }
 
 func insideAny(p string, dirs []string) bool {
