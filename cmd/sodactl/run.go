@@ -52,6 +52,7 @@ Options:
   --tasks N                process and thread limit (default 1024)
   --cpu PCT                CPU limit in percent of one CPU (default: all CPUs)
   --tmp-size SIZE          size of the private /tmp (default 1G)
+  --home-size SIZE         size of the private home (default 1G)
   --timeout DURATION       stop COMMAND after DURATION (SIGTERM, then SIGKILL)
   --audit-json FILE        append the audit record (JSON lines) to FILE
   --allow-degraded LAYERS  run even if these layers are unavailable
@@ -92,16 +93,16 @@ func (r *repeatFlag) String() string { return strings.Join(*r, " ") }
 func (r *repeatFlag) Set(v string) error { *r = append(*r, v); return nil }
 
 type runOptions struct {
-	mcp, allow, allowPrivate listFlag
-	rw, ro, env              repeatFlag
-	workdir                  string
-	memory, tmpSize          string
-	tasks                    int64
-	cpu                      uint64
-	timeout                  time.Duration
-	auditJSON                string
-	degraded                 string
-	verbose                  bool
+	mcp, allow, allowPrivate  listFlag
+	rw, ro, env               repeatFlag
+	workdir                   string
+	memory, tmpSize, homeSize string
+	tasks                     int64
+	cpu                       uint64
+	timeout                   time.Duration
+	auditJSON                 string
+	degraded                  string
+	verbose                   bool
 }
 
 // runCommand implements "sodactl run"; it returns the exit code.
@@ -119,6 +120,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.StringVar(&ro.workdir, "C", "", "")
 	fs.StringVar(&ro.memory, "memory", "", "")
 	fs.StringVar(&ro.tmpSize, "tmp-size", "", "")
+	fs.StringVar(&ro.homeSize, "home-size", "", "")
 	fs.Int64Var(&ro.tasks, "tasks", 0, "")
 	fs.Uint64Var(&ro.cpu, "cpu", 0, "")
 	fs.DurationVar(&ro.timeout, "timeout", 0, "")
@@ -305,6 +307,9 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 	}
 	if spec.Limits.TmpSize, err = parseSize(ro.tmpSize); err != nil {
 		return sandbox.Spec{}, usagef("sodactl run", "--tmp-size: %v", err)
+	}
+	if spec.Limits.HomeSize, err = parseSize(ro.homeSize); err != nil {
+		return sandbox.Spec{}, usagef("sodactl run", "--home-size: %v", err)
 	}
 	spec.Limits.TasksMax, spec.Limits.CPUPercent = ro.tasks, ro.cpu
 	if spec.AllowDegraded, err = sandbox.ParseLayers(ro.degraded); err != nil {

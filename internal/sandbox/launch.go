@@ -111,7 +111,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	root := os.Geteuid() == 0
 	cfg := initConfig{
 		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
-		Home: spec.Home, TmpSize: spec.Limits.TmpSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
+		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
 		DNS: true, StdinIsTTY: spec.TTY, HideExtra: spec.Hide,
 	}

@@ -89,6 +89,9 @@ type Limits struct {
 	CPUPercent uint64
 	// TmpSize is the size of the private /tmp tmpfs in bytes.
 	TmpSize int64
+	// HomeSize is the size of the home's own tmpfs in bytes; its inodes
+	// are limited to one per InodeBytes of it.
+	HomeSize int64
 	// NoFile is RLIMIT_NOFILE; FileSize RLIMIT_FSIZE in bytes (0: unlimited).
 	NoFile   uint64
 	FileSize uint64
@@ -100,8 +103,14 @@ var DefaultLimits = Limits{
 	TasksMax:   1024,
 	CPUPercent: 0, // set to 100 × CPUs by Normalize
 	TmpSize:    1 << 30,
+	HomeSize:   1 << 30,
 	NoFile:     8192,
 }
+
+// InodeBytes is how many bytes of a private tmpfs (home, /tmp) allow one
+// inode: 131,072 files in 1 GiB, plenty for caches and node_modules, and
+// bounded, unlike tmpfs's own default of half the host's memory pages.
+const InodeBytes = 8 << 10
 
 // Spec describes a sandboxed process.
 type Spec struct {
@@ -235,6 +244,12 @@ func (s *Spec) Normalize() error {
 	}
 	if l.TmpSize == 0 {
 		l.TmpSize = DefaultLimits.TmpSize
+	}
+	if l.HomeSize == 0 {
+		l.HomeSize = DefaultLimits.HomeSize
+	}
+	if l.TmpSize < 1<<20 || l.HomeSize < 1<<20 {
+		return fmt.Errorf("sandbox: /tmp (%d bytes) and home (%d bytes) need at least 1 MiB each", l.TmpSize, l.HomeSize)
 	}
 	if l.NoFile == 0 {
 		l.NoFile = DefaultLimits.NoFile

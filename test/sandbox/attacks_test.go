@@ -46,3 +46,30 @@ func TestPlantedLinkGrant(t *testing.T) {
 		e.noLeftovers(t)
 	})
 }
+
+// TestHomeOwnTmpfs: the home is a tmpfs of the sandbox's own, limited in
+// size and inodes: a big write fails inside (ENOSPC) instead of filling
+// the host's /run, and so does a flood of small files.
+func TestHomeOwnTmpfs(t *testing.T) {
+	e := requireEnv(t)
+	asEach(t, func(t *testing.T, user, who string, pre []string) {
+		r := e.sodactl(execOpts{user: user}, append(pre, "--", "sh", "-c", `stat -f -c '%T' "$HOME"; df -B1 --output=size "$HOME" | tail -1`)...)
+		if r.err != nil {
+			t.Fatalf("default home: %s", r)
+		}
+		if f := strings.Fields(r.stdout); len(f) != 2 || f[0] != "tmpfs" || f[1] != "1073741824" {
+			t.Errorf("default home: got %q, want a 1 GiB tmpfs", r.stdout)
+		}
+		r = e.sodactl(execOpts{user: user}, append(pre, "--home-size", "16M", "--", "sh", "-c",
+			`dd if=/dev/zero of="$HOME/big" bs=1M count=64 2>&1; echo "dd=$?"`)...)
+		if r.err != nil || !strings.Contains(r.stdout, "No space left on device") || strings.Contains(r.stdout, "dd=0") {
+			t.Errorf("64 MiB into a 16 MiB home: want ENOSPC inside the sandbox: %s", r)
+		}
+		r = e.sodactl(execOpts{user: user}, append(pre, "--home-size", "8M", "--", "sh", "-c",
+			`i=0; while [ $i -lt 3000 ]; do printf "" > "$HOME/f$i" || break; i=$((i+1)); done; echo "files=$i"`)...)
+		if r.err != nil || strings.Contains(r.stdout, "files=3000") || !strings.Contains(r.stderr+r.stdout, "No space left") {
+			t.Errorf("3000 files in an 8 MiB home (1024 inodes): want ENOSPC: %s", r)
+		}
+		e.noLeftovers(t)
+	})
+}
