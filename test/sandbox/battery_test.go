@@ -25,7 +25,7 @@ type probeResult struct {
 var (
 	grantedButUnsafe = []string{"loop.test:18222", "evil.test:443", "meta.test:80", "v6map.test:18222", "cgnat.test:443",
 		"hostaddr.test:18444"} // a public address that is the host's own
-	deniedTargets    = append([]string{
+	deniedTargets = append([]string{
 		"example.com:443",    // not granted: refused before any DNS lookup
 		"public.test:22",     // granted for 443 only
 		"127.0.0.1:18333",    // a host service nothing grants
