@@ -249,7 +249,7 @@ func (p *Proxy) serveConnect(ctx context.Context, c net.Conn, ev *Event) {
 	}
 	req, herr := parseRequestLine(line)
 	if herr != nil {
-		ev.Target = truncate(line, 256)
+		ev.Target = Inert(line, 256)
 		ev.Reason = herr.reason
 		p.refuse(c, herr.status)
 		return
@@ -400,12 +400,4 @@ func checkCandidate(a netip.Addr, private bool, local LocalAddrs) error {
 		return fmt.Errorf("non-unicast address %s", a)
 	}
 	return nil
-}
-
-// truncate cuts s to at most n bytes.
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
