@@ -9,9 +9,9 @@
 
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/soda-project/soda/internal/mcpd.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/soda-project/soda/internal/version.Version=$(VERSION)
 BINS    := soda-mcpd sodactl
-MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7
+MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
 .PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox man clean
@@ -62,7 +62,8 @@ test: check
 
 run: deps-test build
 	@mkdir -p /var/lib/soda/mcp
-	@echo "Connect a client:  ./bin/sodactl mcp client-config everything --client claude --token-file /var/lib/soda/mcp/everything.token"
+	@echo "Connect a client:  ./bin/sodactl mcp client-config everything --client claude"
+	@echo "Grant it to a sandboxed agent:  ./bin/sodactl run --mcp everything -- claude mcp list"
 	./bin/soda-mcpd --name everything --listen 127.0.0.1:18100 \
 		--token-file /var/lib/soda/mcp/everything.token -- node $(EVERYTHING) stdio
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/version"
 )
 
 // Exit codes.
@@ -27,7 +29,8 @@ Commands:
         Run COMMAND (an agent) in a sandbox with the MCP servers and
         network targets granted to it ('sodactl run --help').
   mcp list
-        List the configured MCP servers with their units' state.
+        List the configured and the running MCP servers with their
+        units' state.
   mcp status NAME
         Show one server: config, URL, units, STATUS=, sessions, children.
   mcp token NAME
@@ -38,7 +41,11 @@ Commands:
 
 Options:
   --config-dir DIR    directory holding NAME.conf (default /etc/soda/mcp)
+  --runtime-dir DIR   directory holding the runtime records NAME.status.json
+                      of running servers (default /run/soda/mcp, and
+                      $XDG_RUNTIME_DIR/soda/mcp for a user)
   --token-file FILE   read the token from FILE instead of the configured one
+  --version           print sodactl's version and exit
   -h, --help          show this help
 
 Run 'sodactl mcp --help' for details; see also sodactl(1).
@@ -51,7 +58,8 @@ const mcpUsage = `Usage: sodactl mcp list [OPTIONS]
 
 Commands:
   list
-        Each NAME.conf with its Listen= address, the state of
+        Each NAME.conf, and each server running without one, with its
+        Listen= address, the state of
         soda-mcp@NAME.socket and .service, and the live sessions and
         children (from /run/soda/mcp/NAME.status.json).
   status NAME
@@ -70,16 +78,23 @@ Commands:
 Options:
   --client CLIENT     claude, codex, opencode or vscode (client-config only)
   --config-dir DIR    directory holding NAME.conf (default /etc/soda/mcp)
+  --runtime-dir DIR   directory holding the runtime records NAME.status.json
+                      of running servers (default /run/soda/mcp, and
+                      $XDG_RUNTIME_DIR/soda/mcp for a user)
   --token-file FILE   read the token from FILE instead of the configured one
   -h, --help          show this help
 
 Options may come before or after NAME.
+
+NAME is found by NAME.conf, else by the runtime record of a soda-mcpd
+running under that name (one started by hand, as "make run" does).
 `
 
 // options holds the flags shared by every command.
 type options struct {
-	configDir string
-	tokenFile string
+	configDir   string
+	tokenFile   string
+	runtimeDirs []string // where live NAME.status.json records are; nil: runstate.SearchDirs
 }
 
 // bind registers the shared flags on fs, defaulting to the current values so
@@ -87,6 +102,18 @@ type options struct {
 func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.configDir, "config-dir", o.configDir, "directory holding NAME.conf")
 	fs.StringVar(&o.tokenFile, "token-file", o.tokenFile, "token file to read")
+	fs.Func("runtime-dir", "directory holding NAME.status.json", func(v string) error {
+		o.runtimeDirs = []string{v}
+		return nil
+	})
+}
+
+// searchDirs returns the directories of live runtime records.
+func (o *options) searchDirs() []string {
+	if o.runtimeDirs != nil {
+		return o.runtimeDirs
+	}
+	return runstate.SearchDirs()
 }
 
 // usageError is a wrong command line: exit code 2 and a pointer to the help.
@@ -109,24 +136,32 @@ func (h *helpRequest) Error() string { return "help requested" }
 // run executes the sodactl command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	err := dispatch(args, stdout, stderr)
-	var (
-		help  *helpRequest
-		usage *usageError
-		ran   *ranCommand
-	)
-	switch {
-	case errors.As(err, &ran):
-		if ran.err != nil && !errors.As(ran.err, &help) && !errors.As(ran.err, &usage) {
-			fmt.Fprintf(stderr, "sodactl: %v\n", ran.err)
-			return ran.code
-		}
+	var ran *ranCommand
+	if errors.As(err, &ran) {
+		// sodactl run chose its exit code (COMMAND's, or 125 for its own
+		// failures, usage errors included); help is still 0.
 		if ran.err == nil {
 			return ran.code
 		}
-		return run0(ran.err, stdout, stderr)
-	default:
-		return run0(err, stdout, stderr)
+		var help *helpRequest
+		if errors.As(ran.err, &help) {
+			return run0(ran.err, stdout, stderr)
+		}
+		report(ran.err, stderr)
+		return ran.code
 	}
+	return run0(err, stdout, stderr)
+}
+
+// report prints err on stderr, with a pointer to the help for a usage
+// error.
+func report(err error, stderr io.Writer) {
+	var usage *usageError
+	if errors.As(err, &usage) {
+		fmt.Fprintf(stderr, "sodactl: %s\nRun '%s --help' for usage.\n", usage.msg, usage.help)
+		return
+	}
+	fmt.Fprintf(stderr, "sodactl: %v\n", err)
 }
 
 // ranCommand carries the exit code of a command that ran something
@@ -150,10 +185,10 @@ func run0(err error, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, help.text)
 		return exitOK
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "sodactl: %s\nRun '%s --help' for usage.\n", usage.msg, usage.help)
+		report(err, stderr)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "sodactl: %v\n", err)
+		report(err, stderr)
 		return exitError
 	}
 }
@@ -162,7 +197,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	opts := &options{configDir: config.DefaultDir}
 	fs := newFlagSet("sodactl")
 	opts.bind(fs)
+	showVersion := fs.Bool("version", false, "print the version")
 	if err := parse(fs, args, rootUsage, "sodactl"); err != nil {
+		return err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, "sodactl", version.Version)
 		return err
 	}
 	rest := fs.Args()

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/version"
 )
 
 const tok = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -67,6 +72,7 @@ func TestRun(t *testing.T) {
 		// Help and usage.
 		{name: "no args", args: nil, code: 2, stderrHas: []string{"missing command", "sodactl --help"}},
 		{name: "help", args: []string{"--help"}, code: 0, stdoutHas: []string{"Usage: sodactl", "mcp token NAME", "mcp client-config"}, stderrNone: true},
+		{name: "version", args: []string{"--version"}, code: 0, stdout: "sodactl " + version.Version + "\n", stderrNone: true},
 		{name: "-h", args: []string{"-h"}, code: 0, stdoutHas: []string{"Usage: sodactl"}},
 		{name: "help command", args: []string{"help"}, code: 0, stdoutHas: []string{"Usage: sodactl"}},
 		{name: "mcp help", args: []string{"mcp", "--help"}, code: 0, stdoutHas: []string{"sodactl mcp token [OPTIONS] NAME", "--client CLIENT", "/var/lib/soda/mcp/NAME.token"}, stderrNone: true},
@@ -195,5 +201,92 @@ func TestTokenPermissionDenied(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "permission denied") || !strings.Contains(stderr.String(), "root") {
 		t.Errorf("stderr %q does not explain the permission problem", stderr.String())
+	}
+}
+
+// TestServerStartedByHand: a soda-mcpd started without a NAME.conf (the
+// README's "make run": soda-mcpd --name everything --listen
+// 127.0.0.1:18100 --token-file ... -- COMMAND) is found by its runtime
+// record, so that every command accepts it, "run --mcp" included; a
+// record left by a killed soda-mcpd is not.
+func TestServerStartedByHand(t *testing.T) {
+	f := newFixture(t)
+	rdir := filepath.Join(f.root, "run")
+	if err := os.Mkdir(rdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(f.state, "jira.token") // holds tok
+	start, err := runstate.ProcStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRec := func(name string, r runstate.Record) {
+		t.Helper()
+		if err := runstate.Write(filepath.Join(rdir, runstate.FileName(name)), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRec("everything", runstate.Record{PID: os.Getpid(), Start: start, Name: "everything",
+		Listen: []string{"127.0.0.1:18100"}, Auth: true, TokenFile: tokFile, Sessions: 2, Children: 2})
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	writeRec("gone", runstate.Record{PID: dead.Process.Pid, Name: "gone", Listen: []string{"127.0.0.1:18109"}, Auth: true, TokenFile: tokFile})
+
+	dirs := []string{"--config-dir", f.conf, "--runtime-dir", rdir}
+	tests := []struct {
+		name      string
+		args      []string
+		code      int
+		stdoutHas []string
+		stderrHas []string
+	}{
+		{name: "status", args: append([]string{"mcp", "status", "everything"}, dirs...), code: 0, stdoutHas: []string{
+			"soda-mcp@everything", "config:   none (started by hand; " + filepath.Join(rdir, "everything.status.json") + ")",
+			"url:      http://127.0.0.1:18100/mcp", "token:    " + tokFile, fmt.Sprintf("pid:      %d", os.Getpid()), "sessions: 2"}},
+		{name: "token", args: append([]string{"mcp", "token", "everything"}, dirs...), code: 0, stdoutHas: []string{tok}},
+		{name: "client-config", args: append([]string{"mcp", "client-config", "everything", "--client", "claude"}, dirs...), code: 0,
+			stdoutHas: []string{"claude mcp add --transport http everything http://127.0.0.1:18100/mcp", "Bearer " + tok},
+			stderrHas: []string{"using the running soda-mcpd everything (pid"}},
+		{name: "list", args: append([]string{"mcp", "list"}, dirs...), code: 0, stdoutHas: []string{"everything  127.0.0.1:18100", "jira"}},
+		{name: "status stale", args: append([]string{"mcp", "status", "gone"}, dirs...), code: 1, stderrHas: []string{"stale: process"}},
+		{name: "run stale", args: append([]string{"run", "--mcp", "gone"}, append(dirs, "--", "true")...), code: 125, stderrHas: []string{"--mcp gone: no server", "stale: process"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tt.args, &stdout, &stderr)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, stdout.String(), stderr.String())
+			}
+			for _, s := range tt.stdoutHas {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
+				}
+			}
+			for _, s := range tt.stderrHas {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
+				}
+			}
+		})
+	}
+	if strings.Contains(func() string {
+		var o, e bytes.Buffer
+		run(append([]string{"mcp", "list"}, dirs...), &o, &e)
+		return o.String()
+	}(), "gone") {
+		t.Error("mcp list shows the stale record of a killed soda-mcpd")
+	}
+
+	// The grant itself: the port relayed into the sandbox and the entry
+	// written into the agent's configuration.
+	servers, err := mcpGrants(&options{configDir: f.conf, runtimeDirs: []string{rdir}}, []string{"everything"})
+	if err != nil {
+		t.Fatalf("mcpGrants: %v", err)
+	}
+	if len(servers) != 1 || servers[0].port != 18100 || servers[0].URL != "http://127.0.0.1:18100/mcp" || servers[0].Token != tok {
+		t.Errorf("grant = %+v", servers)
 	}
 }

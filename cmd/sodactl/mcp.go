@@ -9,6 +9,7 @@ import (
 
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/runstate"
 	"github.com/soda-project/soda/internal/token"
 )
 
@@ -21,16 +22,21 @@ func mcpToken(opts *options, args []string, stdout io.Writer) error {
 	path := opts.tokenFile
 	unconfigured := false
 	if path == "" {
-		cfg, err := loadConfig(opts.configDir, name, false)
+		t, err := resolve(opts, name, true)
 		if err != nil {
 			return err
 		}
+		cfg := t.cfg
 		if cfg.Bridge.Auth == "none" {
+			where := cfg.Path
+			if t.record != nil {
+				where = t.recordPath
+			}
 			return fmt.Errorf("soda-mcp@%s runs without authentication (Auth=none in %s), so it has no token; "+
-				"clients need no Authorization header", name, cfg.Path)
+				"clients need no Authorization header", name, where)
 		}
 		path = cfg.Bridge.TokenFile
-		unconfigured = cfg.Path == ""
+		unconfigured = cfg.Path == "" && t.record == nil
 	}
 	tok, err := readToken(name, path)
 	if errors.Is(err, fs.ErrNotExist) && unconfigured {
@@ -65,13 +71,13 @@ func mcpClientConfig(opts *options, args []string, stdout, stderr io.Writer) err
 	case !isClient(*client):
 		return usagef(cmd, "unknown client %q (known: %s)", *client, known)
 	}
-	cfg, err := loadConfig(opts.configDir, name, false)
+	t, err := resolve(opts, name, true)
 	if err != nil {
 		return err
 	}
+	cfg := t.cfg
 	if cfg.Path == "" {
-		fmt.Fprintf(stderr, "note: %s does not exist; assuming an ad-hoc soda-mcpd with the defaults (Listen=%s)\n",
-			config.PathFor(opts.configDir, name), cfg.Bridge.Listen)
+		fmt.Fprintf(stderr, "note: %s\n", t.origin(opts))
 	}
 	url, err := clientconfig.URL(cfg.Bridge.Listen)
 	if err != nil {
@@ -111,21 +117,17 @@ func isClient(c string) bool {
 	return false
 }
 
-// loadConfig loads NAME.conf from dir. A missing file is an error when
-// required; otherwise the defaults are used, as for a server started ad hoc
-// ("soda-mcpd --name NAME -- COMMAND").
-func loadConfig(dir, name string, required bool) (config.Server, error) {
+// loadConfig loads NAME.conf from dir. A missing file gives the defaults,
+// as for a server started ad hoc ("soda-mcpd --name NAME -- COMMAND"), with
+// an empty Path.
+func loadConfig(dir, name string) (config.Server, error) {
 	path := config.PathFor(dir, name)
 	cfg, err := config.Load(path)
 	switch {
 	case err == nil:
 		return cfg, nil
-	case errors.Is(err, fs.ErrNotExist) && !required:
-		cfg = config.Defaults(name)
-		return cfg, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return config.Server{}, fmt.Errorf("no configuration for %q: %s does not exist; create it (see soda.conf(5)) "+
-			"or point --config-dir at the directory that holds it", name, path)
+		return config.Defaults(name), nil
 	case errors.Is(err, fs.ErrPermission):
 		return config.Server{}, fmt.Errorf("cannot read %s: permission denied; run sodactl as root (sudo) "+
 			"or as a user allowed to read it", path)
@@ -133,6 +135,55 @@ func loadConfig(dir, name string, required bool) (config.Server, error) {
 		// config's errors name the file, line and key already.
 		return config.Server{}, fmt.Errorf("invalid configuration: %w", err)
 	}
+}
+
+// target is a server NAME resolved for a command: by its configuration
+// file, else by the runtime record of a soda-mcpd running under that name
+// (one started by hand, such as "make run"), else, for the commands that
+// allow it, by the defaults.
+type target struct {
+	cfg        config.Server    // NAME.conf, or the defaults adjusted to the record
+	record     *runstate.Record // the live record, when resolved by it
+	recordPath string
+}
+
+// resolve finds server name: NAME.conf in opts.configDir when it exists;
+// else a live runtime record in opts.runtimeDirs; else, with fallback, the
+// defaults of an ad-hoc soda-mcpd (what "mcp token" and "client-config"
+// have always assumed), or an error that says what was looked for.
+func resolve(opts *options, name string, fallback bool) (target, error) {
+	cfg, err := loadConfig(opts.configDir, name)
+	if err != nil || cfg.Path != "" {
+		return target{cfg: cfg}, err
+	}
+	rec, path, rerr := runstate.Lookup(name, opts.searchDirs())
+	if rerr == nil {
+		if len(rec.Listen) == 0 {
+			return target{}, fmt.Errorf("soda-mcpd %s (pid %d, %s) serves no TCP address", name, rec.PID, path)
+		}
+		cfg.Bridge.Listen = rec.Listen[0]
+		cfg.Bridge.TokenFile = rec.TokenFile
+		if !rec.Auth {
+			cfg.Bridge.Auth = "none"
+		}
+		return target{cfg: cfg, record: &rec, recordPath: path}, nil
+	}
+	if fallback {
+		return target{cfg: cfg}, nil
+	}
+	return target{}, fmt.Errorf("no server %q: %s does not exist, and %v; configure it (see soda.conf(5)), "+
+		"start it (soda-mcpd --name %s ... -- COMMAND), or point --config-dir at the directory that holds it",
+		name, config.PathFor(opts.configDir, name), rerr, name)
+}
+
+// origin says, for a note on stderr, how t was found.
+func (t target) origin(opts *options) string {
+	if t.record != nil {
+		return fmt.Sprintf("%s does not exist; using the running soda-mcpd %s (pid %d, %s)",
+			config.PathFor(opts.configDir, t.cfg.Name), t.cfg.Name, t.record.PID, t.recordPath)
+	}
+	return fmt.Sprintf("%s does not exist and no soda-mcpd %s is running; assuming an ad-hoc soda-mcpd with the defaults (Listen=%s)",
+		config.PathFor(opts.configDir, t.cfg.Name), t.cfg.Name, t.cfg.Bridge.Listen)
 }
 
 // readToken reads the token file of server name, turning the usual failures

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/soda-project/soda/internal/clientconfig"
+	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/systemd"
@@ -58,17 +59,22 @@ Options:
   --allow-degraded LAYERS  run even if these layers are unavailable
                            (cgroup, landlock, seccomp, idmap); logged and
                            audited. Without it a missing layer is an error.
-  --config-dir DIR         directory holding NAME.conf (default /etc/soda/mcp)
+  --config-dir DIR         directory holding NAME.conf (default /etc/soda/mcp);
+                           a NAME without one is granted if a soda-mcpd of
+                           that name runs (its /run/soda/mcp/NAME.status.json)
   -v, --verbose            log each layer and egress decision
   -h, --help               show this help
 
-Exit status: COMMAND's; 125 if the sandbox could not be set up (the error
-names the layer), 126/127 if COMMAND cannot be run or found.
+Exit status: COMMAND's; 125 if sodactl run itself failed: a wrong option,
+an invalid grant, a granted server that is neither configured nor running,
+or a sandbox layer that could not be set up (the error names it);
+126/127 if COMMAND cannot be run or found.
 `
 
-// exitSandbox is sodactl run's exit status when the sandbox could not be
-// set up; 126 and 127 (command not executable, not found) come from
-// sandbox.CommandError.
+// exitSandbox is sodactl run's exit status whenever it fails before
+// COMMAND runs, the command line included (as env(1) and timeout(1) do), so
+// that it never mixes with COMMAND's own statuses; 126 and 127 (command not
+// executable, not found) come from sandbox.CommandError.
 const exitSandbox = 125
 
 // listFlag collects a repeatable, comma-separated flag.
@@ -129,11 +135,11 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.BoolVar(&ro.verbose, "verbose", false, "")
 	fs.BoolVar(&ro.verbose, "v", false, "")
 	if err := parse(fs, args, runUsage, "sodactl run"); err != nil {
-		return exitUsage, err
+		return exitSandbox, err
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return exitUsage, usagef("sodactl run", "missing COMMAND (sodactl run [OPTIONS] -- COMMAND [ARGS...])")
+		return exitSandbox, usagef("sodactl run", "missing COMMAND (sodactl run [OPTIONS] -- COMMAND [ARGS...])")
 	}
 
 	level := slog.LevelWarn
@@ -144,11 +150,11 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 
 	spec, err := ro.spec(argv, stdout, stderr)
 	if err != nil {
-		return exitUsage, err
+		return exitSandbox, err
 	}
 	servers, err := mcpGrants(opts, ro.mcp)
 	if err != nil {
-		return exitError, err
+		return exitSandbox, err
 	}
 	for _, srv := range servers {
 		spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, srv.port)
@@ -175,9 +181,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 			return exitSandbox, fmt.Errorf("write the agents' MCP configuration: %w", err)
 		}
 		spec.TrustedEnv = append(spec.TrustedEnv, "SODA_MCP_CONFIG="+filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
-		if filepath.Base(argv[0]) == "claude" {
-			spec.Argv = append([]string{argv[0], "--mcp-config", filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath)}, argv[1:]...)
-		}
+		spec.Argv = agentArgv(argv, filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
 	}
 	spec.Home = home
 
@@ -222,6 +226,16 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", argv[0], ro.timeout)
 	}
 	return st.Code, nil
+}
+
+// agentArgv is the command line of an agent granted MCP servers: Claude
+// Code gets --mcp-config=FILE first, as one word so that it cannot take
+// the arguments after it as more files; other commands run unchanged.
+func agentArgv(argv []string, mcpConfig string) []string {
+	if filepath.Base(argv[0]) != "claude" {
+		return argv
+	}
+	return append([]string{argv[0], clientconfig.ClaudeMCPConfigArg(mcpConfig)}, argv[1:]...)
 }
 
 // newHome makes a private home for one sandbox in dir, with a lock file
@@ -371,10 +385,14 @@ type mcpServer struct {
 func mcpGrants(opts *options, names []string) ([]mcpServer, error) {
 	var servers []mcpServer
 	for _, name := range names {
-		cfg, err := loadConfig(opts.configDir, name, true)
-		if err != nil {
-			return nil, err
+		if err := config.ValidName(name); err != nil {
+			return nil, usagef("sodactl run", "--mcp: %v", err)
 		}
+		t, err := resolve(opts, name, false)
+		if err != nil {
+			return nil, fmt.Errorf("--mcp %s: %w", name, err)
+		}
+		cfg := t.cfg
 		_, portStr, err := net.SplitHostPort(cfg.Bridge.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("--mcp %s: Listen=%s: %w", name, cfg.Bridge.Listen, err)

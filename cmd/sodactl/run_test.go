@@ -32,8 +32,10 @@ func TestParseSize(t *testing.T) {
 }
 
 // TestRunCommandLine covers the refusals that happen before any sandbox
-// is built: each is a usage error (exit 2) or a config error (exit 1) with
-// a message that says what is wrong.
+// is built. Each exits 125, as sodactl(1) says: sodactl run keeps 1 and 2
+// (and every other status below 125) for COMMAND's own exit statuses, so
+// its own failures, the command line included, never look like COMMAND's.
+// The message says what is wrong.
 func TestRunCommandLine(t *testing.T) {
 	f := newFixture(t)
 	cd := "--config-dir=" + f.conf
@@ -43,14 +45,23 @@ func TestRunCommandLine(t *testing.T) {
 		wantCode int
 		wantErr  string
 	}{
-		{"no command", []string{"run"}, exitUsage, "missing COMMAND"},
-		{"bad memory", []string{"run", "--memory", "lots", "--", "true"}, exitUsage, "--memory: invalid size"},
-		{"bad grant", []string{"run", "--allow", "example.com", "--", "true"}, exitUsage, "--allow example.com"},
-		{"bracket grant", []string{"run", "--allow", "[::1]:80", "--", "true"}, exitUsage, "--allow [::1]:80"},
-		{"bad layer", []string{"run", "--allow-degraded", "netns", "--", "true"}, exitUsage, "cannot be degraded"},
-		{"env not set", []string{"run", "--env", "SODA_TEST_NOT_SET_ANYWHERE", "--", "true"}, exitUsage, "not set in sodactl's environment"},
-		{"unknown mcp", []string{"run", cd, "--mcp", "nosuch", "--", "true"}, exitError, "no configuration for \"nosuch\""},
-		{"mcp without token", []string{"run", cd, "--mcp", "gh", "--", "true"}, exitError, "no token yet for gh"},
+		{"no command", []string{"run"}, 125, "missing COMMAND"},
+		{"unknown option", []string{"run", "--frob", "--", "true"}, 125, "flag provided but not defined: -frob"},
+		{"option without value", []string{"run", "--memory"}, 125, "flag needs an argument: -memory"},
+		{"bad tasks", []string{"run", "--tasks", "many", "--", "true"}, 125, "-tasks"},
+		{"bad memory", []string{"run", "--memory", "lots", "--", "true"}, 125, "--memory: invalid size"},
+		{"bad tmp size", []string{"run", "--tmp-size", "0", "--", "true"}, 125, "--tmp-size: invalid size"},
+		{"bad grant", []string{"run", "--allow", "bad", "--", "true"}, 125, "--allow bad"},
+		{"grant without port", []string{"run", "--allow", "example.com", "--", "true"}, 125, "--allow example.com"},
+		{"bracket grant", []string{"run", "--allow", "[::1]:80", "--", "true"}, 125, "--allow [::1]:80"},
+		{"bad private grant", []string{"run", "--allow-private", "bad", "--", "true"}, 125, "--allow-private bad"},
+		{"bad layer", []string{"run", "--allow-degraded", "netns", "--", "true"}, 125, "cannot be degraded"},
+		{"env not set", []string{"run", "--env", "SODA_TEST_NOT_SET_ANYWHERE", "--", "true"}, 125, "not set in sodactl's environment"},
+		{"unknown mcp", []string{"run", cd, "--mcp", "nosuch", "--", "true"}, 125, "no server \"nosuch\": " + f.conf + "/nosuch.conf does not exist, and no soda-mcpd of that name is running"},
+		{"invalid mcp name", []string{"run", cd, "--mcp", "../etc", "--", "true"}, 125, "may only hold"},
+		{"mcp without token", []string{"run", cd, "--mcp", "gh", "--", "true"}, 125, "no token yet for gh"},
+		{"mcp malformed token", []string{"run", cd, "--mcp", "bad", "--", "true"}, 125, "bad.token"},
+		{"mcp broken config", []string{"run", cd, "--mcp", "broken", "--", "true"}, 125, "invalid configuration"},
 		{"help", []string{"run", "--help"}, exitOK, ""},
 	}
 	for _, tt := range tests {
@@ -63,9 +74,39 @@ func TestRunCommandLine(t *testing.T) {
 			if !strings.Contains(stderr.String(), tt.wantErr) {
 				t.Errorf("stderr %q lacks %q", stderr.String(), tt.wantErr)
 			}
+			if tt.wantCode != exitOK && strings.Count(stderr.String(), "sodactl: ") != 1 {
+				t.Errorf("want one error line, got %q", stderr.String())
+			}
 			if tt.name == "help" && !strings.Contains(stdout.String(), "--allow-degraded") {
 				t.Errorf("help lacks the options:\n%s", stdout.String())
 			}
 		})
+	}
+}
+
+// TestAgentArgv: Claude Code gets its MCP configuration as one word
+// (--mcp-config is variadic in Claude Code: "--mcp-config FILE" followed
+// by a prompt read the prompt as a second file), before the user's
+// arguments, which are kept in order; other agents run unchanged.
+func TestAgentArgv(t *testing.T) {
+	const cfg = "/home/agent/.soda/mcp.json"
+	tests := []struct {
+		argv, want []string
+	}{
+		{[]string{"claude", "fix the bug"}, []string{"claude", "--mcp-config=" + cfg, "fix the bug"}},
+		{[]string{"/usr/local/bin/claude", "mcp", "list"}, []string{"/usr/local/bin/claude", "--mcp-config=" + cfg, "mcp", "list"}},
+		{[]string{"claude"}, []string{"claude", "--mcp-config=" + cfg}},
+		{[]string{"codex", "fix the bug"}, []string{"codex", "fix the bug"}},
+	}
+	for _, tt := range tests {
+		got := agentArgv(tt.argv, cfg)
+		if strings.Join(got, "\x00") != strings.Join(tt.want, "\x00") {
+			t.Errorf("agentArgv(%q) = %q, want %q", tt.argv, got, tt.want)
+		}
+		for i, a := range got {
+			if a == "--mcp-config" && i+1 < len(got) {
+				t.Errorf("agentArgv(%q): --mcp-config as its own word swallows %q", tt.argv, got[i+1:])
+			}
+		}
 	}
 }

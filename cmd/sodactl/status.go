@@ -2,45 +2,51 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/soda-project/soda/internal/config"
-	"github.com/soda-project/soda/internal/mcpd"
+	"github.com/soda-project/soda/internal/runstate"
 	"github.com/soda-project/soda/internal/systemd"
 )
 
-// runtimeDir is where soda-mcpd publishes NAME.status.json.
-const runtimeDir = "/run/soda/mcp"
-
-// serverView is one configured server as list and status show it.
+// serverView is one server as list and status show it: configured, or
+// only running (a soda-mcpd started by hand, found by its runtime record).
 type serverView struct {
-	Name, Listen, Socket, Service, Status string
-	Runtime                               *mcpd.RuntimeStatus
-	ConfigErr                             error
+	Name, Config, Listen, Socket, Service, Status string
+	Runtime                                       *runstate.Record
+	RuntimePath                                   string
+	ConfigErr                                     error
 }
 
-func collect(ctx context.Context, configDir string, names []string) []serverView {
+func collect(ctx context.Context, opts *options, names []string) []serverView {
 	var views []serverView
 	var units []string
 	for _, n := range names {
 		v := serverView{Name: n, Socket: "-", Service: "-"}
-		cfg, err := config.Load(config.PathFor(configDir, n))
-		if err != nil {
-			v.ConfigErr = err
-		} else {
-			v.Listen = cfg.Bridge.Listen
+		path := config.PathFor(opts.configDir, n)
+		cfg, err := config.Load(path)
+		switch {
+		case err == nil:
+			v.Config, v.Listen = path, cfg.Bridge.Listen
+		case errors.Is(err, fs.ErrNotExist):
+			// Not configured: it may run all the same, started by hand.
+		default:
+			v.Config, v.ConfigErr = path, err
 		}
-		if b, err := os.ReadFile(filepath.Join(runtimeDir, n+".status.json")); err == nil {
-			var rs mcpd.RuntimeStatus
-			if json.Unmarshal(b, &rs) == nil {
-				v.Runtime = &rs
+		// Lookup only returns the record of a live process, so a file left
+		// by a killed instance is not shown.
+		if rec, p, err := runstate.Lookup(n, opts.searchDirs()); err == nil {
+			v.Runtime, v.RuntimePath = &rec, p
+			if v.Config == "" && len(rec.Listen) > 0 {
+				v.Listen = rec.Listen[0]
 			}
 		}
 		views = append(views, v)
@@ -48,18 +54,37 @@ func collect(ctx context.Context, configDir string, names []string) []serverView
 	}
 	states, err := systemd.UnitStates(ctx, units)
 	for i := range views {
+		v := &views[i]
 		if err != nil {
-			views[i].Socket, views[i].Service = "no systemd", "no systemd"
-			continue
+			v.Socket, v.Service = "no systemd", "no systemd"
+		} else {
+			v.Socket = states["soda-mcp@"+v.Name+".socket"].Active
+			svc := states["soda-mcp@"+v.Name+".service"]
+			v.Service, v.Status = svc.Active, svc.Status
 		}
-		views[i].Socket = states["soda-mcp@"+views[i].Name+".socket"].Active
-		svc := states["soda-mcp@"+views[i].Name+".service"]
-		views[i].Service, views[i].Status = svc.Active, svc.Status
-		if !strings.HasPrefix(svc.Active, "active") && !strings.HasPrefix(svc.Active, "deactivating") {
-			views[i].Runtime = nil // stale file of a stopped service
+		if v.Runtime != nil && !v.Runtime.SocketActivated && !strings.HasPrefix(v.Service, "active") {
+			v.Service = fmt.Sprintf("foreground pid %d", v.Runtime.PID)
 		}
 	}
 	return views
+}
+
+// runningNames are the names of the live runtime records in dirs.
+func runningNames(dirs []string) []string {
+	var names []string
+	for _, d := range dirs {
+		paths, _ := filepath.Glob(filepath.Join(d, "*.status.json"))
+		for _, p := range paths {
+			n := strings.TrimSuffix(filepath.Base(p), ".status.json")
+			if config.ValidName(n) != nil {
+				continue
+			}
+			if _, _, err := runstate.Lookup(n, []string{d}); err == nil {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
 }
 
 func configuredNames(dir string) ([]string, error) {
@@ -89,15 +114,21 @@ func mcpList(opts *options, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, n := range runningNames(opts.searchDirs()) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
 	if len(names) == 0 {
-		fmt.Fprintf(stdout, "no MCP servers configured in %s (see soda.conf(5))\n", opts.configDir)
+		fmt.Fprintf(stdout, "no MCP servers configured in %s (see soda.conf(5)) or running\n", opts.configDir)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tLISTEN\tSOCKET\tSERVICE\tSESSIONS\tCHILDREN")
-	for _, v := range collect(ctx, opts.configDir, names) {
+	for _, v := range collect(ctx, opts, names) {
 		listen := v.Listen
 		if v.ConfigErr != nil {
 			listen = "invalid config"
@@ -116,23 +147,33 @@ func mcpStatus(opts *options, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(config.PathFor(opts.configDir, name)); err != nil {
-		return fmt.Errorf("no configuration for %q: %w", name, err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v := collect(ctx, opts.configDir, []string{name})[0]
+	v := collect(ctx, opts, []string{name})[0]
+	if v.Config == "" && v.Runtime == nil {
+		_, err := resolve(opts, name, false)
+		return err
+	}
 	fmt.Fprintf(stdout, "soda-mcp@%s\n", v.Name)
-	if v.ConfigErr != nil {
+	switch {
+	case v.ConfigErr != nil:
 		fmt.Fprintf(stdout, "  config:   INVALID: %v\n", v.ConfigErr)
-	} else {
-		fmt.Fprintf(stdout, "  config:   %s\n  url:      http://%s/mcp\n", config.PathFor(opts.configDir, name), v.Listen)
+	case v.Config != "":
+		fmt.Fprintf(stdout, "  config:   %s\n  url:      http://%s/mcp\n", v.Config, v.Listen)
+	default:
+		fmt.Fprintf(stdout, "  config:   none (started by hand; %s)\n", v.RuntimePath)
+		if v.Listen != "" {
+			fmt.Fprintf(stdout, "  url:      http://%s/mcp\n", v.Listen)
+		}
 	}
 	fmt.Fprintf(stdout, "  socket:   %s\n  service:  %s\n", v.Socket, v.Service)
 	if v.Status != "" {
 		fmt.Fprintf(stdout, "  status:   %s\n", v.Status)
 	}
 	if r := v.Runtime; r != nil {
+		if r.TokenFile != "" {
+			fmt.Fprintf(stdout, "  token:    %s\n", r.TokenFile)
+		}
 		fmt.Fprintf(stdout, "  pid:      %d\n  sessions: %d\n  children: %d\n  calls:    %d in the last minute\n", r.PID, r.Sessions, r.Children, r.CallsPerMinute)
 	}
 	return nil

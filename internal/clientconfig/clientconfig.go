@@ -337,10 +337,27 @@ type AgentFile struct {
 // relative to the agent's home.
 const MCPConfigPath = ".soda/mcp.json"
 
+// ClaudeUserConfigPath is Claude Code's user configuration, relative to
+// its home: its mcpServers are the user-scope servers that every session
+// uses and "claude mcp list" shows (what "claude mcp add --scope user"
+// writes).
+const ClaudeUserConfigPath = ".claude.json"
+
+// ClaudeMCPConfigArg is the argument that makes Claude Code load the MCP
+// configuration file path for one session. It is a single "--flag=value"
+// word on purpose: --mcp-config takes a variable number of values, so
+// "--mcp-config FILE" would also swallow the positional arguments after
+// it ("claude --mcp-config FILE 'fix the bug'" reads "fix the bug" as a
+// second file), while after "--mcp-config=FILE" the next word is parsed on
+// its own (checked with Claude Code 2.1.332).
+func ClaudeMCPConfigArg(path string) string { return "--mcp-config=" + path }
+
 // AgentFiles renders the MCP configuration that makes Claude Code (a file
-// for --mcp-config, MCPConfigPath), Codex (~/.codex/config.toml) and
-// OpenCode (~/.config/opencode/opencode.json) use servers, tokens included.
-// They are meant for a sandbox's private home, not a user's real one.
+// for --mcp-config, MCPConfigPath, and the same servers in user scope,
+// ClaudeUserConfigPath, so that "claude mcp list" shows them), Codex
+// (~/.codex/config.toml) and OpenCode (~/.config/opencode/opencode.json)
+// use servers, tokens included. They are meant for a sandbox's private
+// home, not a user's real one.
 func AgentFiles(servers []Server) ([]AgentFile, error) {
 	type claudeServer struct {
 		Type    string  `json:"type"`
@@ -377,6 +394,7 @@ func AgentFiles(servers []Server) ([]AgentFile, error) {
 	}
 	return []AgentFile{
 		{Path: MCPConfigPath, Data: []byte(cj)},
+		{Path: ClaudeUserConfigPath, Data: []byte(cj)},
 		{Path: ".codex/config.toml", Data: []byte(codex.String())},
 		{Path: ".config/opencode/opencode.json", Data: []byte(oj)},
 	}, nil

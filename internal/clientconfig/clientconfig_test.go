@@ -390,6 +390,11 @@ func TestAgentFiles(t *testing.T) {
 	if o := claude.MCPServers["open"]; o.Headers != nil {
 		t.Errorf("server without token got headers: %+v", o)
 	}
+	// "claude mcp list" reads the user scope of ~/.claude.json, not the
+	// session's --mcp-config file: the grants must be there too.
+	if byPath[ClaudeUserConfigPath] != byPath[MCPConfigPath] {
+		t.Errorf("~/.claude.json = %q, want the servers of %s (%q)", byPath[ClaudeUserConfigPath], MCPConfigPath, byPath[MCPConfigPath])
+	}
 	codex := byPath[".codex/config.toml"]
 	for _, want := range []string{"[mcp_servers.jira]", `url = "http://127.0.0.1:18101/mcp"`, `"Authorization" = "Bearer abc"`, "[mcp_servers.open]"} {
 		if !strings.Contains(codex, want) {
@@ -404,5 +409,12 @@ func TestAgentFiles(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(byPath[".config/opencode/opencode.json"]), &oc); err != nil || oc.MCP["jira"].Type != "remote" || !oc.MCP["jira"].Enabled {
 		t.Errorf("opencode config: %v %+v", err, oc)
+	}
+}
+
+func TestClaudeMCPConfigArg(t *testing.T) {
+	// One word: a separate value would start --mcp-config's variadic list.
+	if got := ClaudeMCPConfigArg("/home/agent/.soda/mcp.json"); got != "--mcp-config=/home/agent/.soda/mcp.json" {
+		t.Errorf("ClaudeMCPConfigArg = %q", got)
 	}
 }

@@ -2,6 +2,7 @@ package mcpbridge_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -133,11 +134,26 @@ func TestSlowHeaders(t *testing.T) {
 	h.mustEcho(control)
 }
 
-// TestSessionCap fills the session limit and checks the 503.
+// TestSessionCap fills the session limit with busy sessions (a GET stream
+// open on each), checks the 503, and that DELETE frees a slot.
 func TestSessionCap(t *testing.T) {
 	h := newHarness(t, harnessOpts{maxSessions: 2})
-	a := h.open("2025-06-18")
-	h.open("2025-06-18")
+	var sids []string
+	for range 2 {
+		sid := h.open("2025-06-18")
+		sids = append(sids, sid)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.URL, nil)
+		req.Header.Set("Authorization", "Bearer "+h.Token)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := h.client.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			cancel()
+			t.Fatalf("GET stream: %v %v", resp, err)
+		}
+		t.Cleanup(func() { cancel(); resp.Body.Close() })
+	}
 	r := h.post("", fmt.Sprintf(initBody, "2025-06-18"))
 	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "allows 2 live sessions") {
 		t.Fatalf("third session: %d %v %s", r.Status, r.Header, r.Body)
@@ -145,11 +161,11 @@ func TestSessionCap(t *testing.T) {
 	if !strings.Contains(h.Logs.String(), "limit hit") {
 		t.Fatal("no limit record in the log")
 	}
+	a := sids[0]
 	h.mustEcho(a)
 	if st := h.delete(a); st != 204 {
 		t.Fatalf("DELETE: %d", st)
 	}
-	waitFor(t, 5*time.Second, "slot to free", func() bool { return h.Bridge.Stats().Sessions < 2 })
 	h.open("2025-06-18")
 }
 

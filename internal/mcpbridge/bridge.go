@@ -54,8 +54,21 @@ type Bridge struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	reserved int // sessions being started
-	draining bool
-	children sync.WaitGroup
+	// stopping counts ended sessions whose child is not gone yet: they
+	// keep their slot, so there are never more than MaxSessions children.
+	stopping int
+	// slotFreed is closed (and replaced) whenever such a child is gone.
+	slotFreed chan struct{}
+	draining  bool
+	// childrenClosed is set once Shutdown waits for children: no child
+	// may be counted (and so started) after that.
+	childrenClosed bool
+	children       sync.WaitGroup
+
+	// ctx lives as long as the bridge: the shared stateless child starts
+	// under it, not under the request that happened to ask first.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	shared *sharedChild
 
@@ -74,7 +87,8 @@ func New(log *slog.Logger, opts Options) *Bridge {
 	if opts.Grace == (child.Grace{}) {
 		opts.Grace = child.DefaultGrace
 	}
-	b := &Bridge{opts: opts, log: log, sessions: map[string]*Session{}}
+	b := &Bridge{opts: opts, log: log, sessions: map[string]*Session{}, slotFreed: make(chan struct{})}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.shared = &sharedChild{b: b}
 	return b
 }
@@ -120,24 +134,72 @@ func (b *Bridge) expireIdle() {
 	b.shared.expireIdle(now)
 }
 
-// errFull is returned when MaxSessions sessions are live.
+// errFull is returned when MaxSessions sessions are live and every one of
+// them is busy.
 var errFull = errors.New("session limit reached")
 
 // errDraining is returned while the bridge shuts down.
 var errDraining = errors.New("server is draining")
 
-// reserve takes a session slot.
-func (b *Bridge) reserve() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.draining {
-		return errDraining
+// reserve takes a session slot. When all MaxSessions slots are taken it
+// ends the session that has been idle longest (see
+// Session.evictableLocked) and waits, within ctx, for its child to be gone;
+// it fails with errFull only when every session is busy.
+func (b *Bridge) reserve(ctx context.Context) error {
+	for {
+		b.mu.Lock()
+		if b.draining {
+			b.mu.Unlock()
+			return errDraining
+		}
+		if len(b.sessions)+b.reserved+b.stopping < b.opts.MaxSessions {
+			b.reserved++
+			b.mu.Unlock()
+			return nil
+		}
+		if b.stopping > 0 {
+			// A slot frees as soon as a stopping child is gone.
+			freed := b.slotFreed
+			b.mu.Unlock()
+			select {
+			case <-freed:
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for a session slot: %w", ctx.Err())
+			}
+		}
+		victim, idle := b.longestIdleLocked()
+		b.mu.Unlock()
+		if victim == nil {
+			return errFull
+		}
+		reason := fmt.Sprintf("evicted after %s idle: the session table was full (MaxSessions=%d) and a new client came", idle.Round(time.Millisecond), b.opts.MaxSessions)
+		if victim.endIf(reason, victim.evictableLocked) {
+			victim.log.Info("session evicted", "session_id", victim.ID, "idle", idle.Round(time.Millisecond).String(),
+				"max_sessions", b.opts.MaxSessions)
+		}
+		// Ended (now stopping) or busy again: look anew.
 	}
-	if len(b.sessions)+b.reserved >= b.opts.MaxSessions {
-		return errFull
+}
+
+// longestIdleLocked returns the evictable session unused for longest, and
+// for how long. b.mu must be held.
+func (b *Bridge) longestIdleLocked() (*Session, time.Duration) {
+	var (
+		victim *Session
+		oldest time.Time
+	)
+	for _, s := range b.sessions {
+		s.mu.Lock()
+		if s.evictableLocked() && (victim == nil || s.lastUsed.Before(oldest)) {
+			victim, oldest = s, s.lastUsed
+		}
+		s.mu.Unlock()
 	}
-	b.reserved++
-	return nil
+	if victim == nil {
+		return nil, 0
+	}
+	return victim, time.Since(oldest)
 }
 
 func (b *Bridge) unreserve() {
@@ -159,19 +221,32 @@ func newSessionID() string {
 func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error) {
 	id := newSessionID()
 	log := b.log.With("session", id[:8])
+	if !b.addChild() {
+		b.unreserve()
+		return nil, errDraining
+	}
 	proc, err := child.Start(ctx, log, b.opts.Placer, id[:12], b.opts.Spec)
 	if err != nil {
+		b.children.Done()
 		b.unreserve()
 		log.Warn("child start failed", "err", err)
 		return nil, err
 	}
-	b.children.Add(1)
 	b.live.Add(1)
 	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, func(s *Session) {
 		b.mu.Lock()
 		delete(b.sessions, s.ID)
+		b.stopping++
 		b.mu.Unlock()
-	}, func(*Session) { b.live.Add(-1); b.children.Done() })
+	}, func(*Session) {
+		b.mu.Lock()
+		b.stopping--
+		close(b.slotFreed)
+		b.slotFreed = make(chan struct{})
+		b.mu.Unlock()
+		b.live.Add(-1)
+		b.children.Done()
+	})
 	s.legacy = legacy
 	b.mu.Lock()
 	b.reserved--
@@ -239,6 +314,20 @@ func (b *Bridge) Probe(ctx context.Context) error {
 	return nil
 }
 
+// addChild counts a child that is about to start, so that Shutdown waits
+// for it; it reports false once Shutdown has begun waiting, when no child
+// may start any more. A child counted must call b.children.Done when it is
+// gone, or at once if its start fails.
+func (b *Bridge) addChild() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.childrenClosed {
+		return false
+	}
+	b.children.Add(1)
+	return true
+}
+
 // Draining reports whether Shutdown has begun.
 func (b *Bridge) Draining() bool {
 	b.mu.Lock()
@@ -271,7 +360,11 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	for _, s := range all {
 		s.end("server shutting down")
 	}
+	b.cancel() // abandons a start of the shared child
 	b.shared.shutdown()
+	b.mu.Lock()
+	b.childrenClosed = true // every child that will ever start is counted
+	b.mu.Unlock()
 	b.children.Wait()
 	return err
 }

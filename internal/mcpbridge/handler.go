@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,9 +103,14 @@ func accepts(r *http.Request, typ string) bool {
 
 func (b *Bridge) tooBusy(w http.ResponseWriter, idKey string, err error) {
 	w.Header().Set("Retry-After", "5")
-	msg := fmt.Sprintf("%s: this MCP server allows %d live sessions; retry later or end an idle session", err, b.opts.MaxSessions)
-	if errors.Is(err, errDraining) {
+	msg := fmt.Sprintf("%s: this MCP server allows %d live sessions and every one is busy (a request in flight or a stream open); retry later", err, b.opts.MaxSessions)
+	switch {
+	case errors.Is(err, errDraining):
 		msg = "server is draining for shutdown or restart; retry in a few seconds"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client left while an evicted child was stopping.
+		httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, err.Error())
+		return
 	}
 	b.log.Warn("limit hit", "limit", "sessions", "max_sessions", b.opts.MaxSessions, "err", err)
 	httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, msg)
@@ -545,7 +551,7 @@ func writeEvent(w io.Writer, event string, data []byte) {
 
 // initialize starts a session for an initialize request.
 func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, m message, sse bool) {
-	if err := b.reserve(); err != nil {
+	if err := b.reserve(r.Context()); err != nil {
 		b.tooBusy(w, m.id, err)
 		return
 	}
@@ -586,12 +592,19 @@ func (b *Bridge) serveGet(w http.ResponseWriter, r *http.Request) {
 	}
 	st := newStream(true)
 	if !s.attach(st, true) {
+		if s.isEnded() {
+			httpError(w, http.StatusNotFound, "", codeInvalidRequest, "unknown or expired session: initialize a new one")
+			return
+		}
 		b.log.Warn("limit hit", "limit", "get_streams", "session", sid[:min(8, len(sid))])
 		httpError(w, http.StatusConflict, "", codeInvalidRequest, "this session already has a GET stream open; only one is allowed")
 		return
 	}
-	defer s.detach(st, "")
 	s.touch()
+	defer func() {
+		s.detach(st, "")
+		s.touch() // idle from when the stream closed
+	}()
 	b.stream(w, r, s, st, nil)
 }
 
@@ -670,7 +683,7 @@ func (b *Bridge) serveDelete(w http.ResponseWriter, r *http.Request) {
 // stream carries everything from the child, starting with the endpoint to
 // POST messages to. The session lives as long as the stream.
 func (b *Bridge) serveLegacySSE(w http.ResponseWriter, r *http.Request) {
-	if err := b.reserve(); err != nil {
+	if err := b.reserve(r.Context()); err != nil {
 		b.tooBusy(w, "", err)
 		return
 	}
@@ -679,9 +692,11 @@ func (b *Bridge) serveLegacySSE(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadGateway, "", codeServerGone, "cannot start the MCP server: "+err.Error())
 		return
 	}
-	s.setProtocolVersion("2024-11-05")
+	// The stream first: a legacy session lives as long as it, and a
+	// session with an open stream is never evicted.
 	st := newStream(true)
 	s.attach(st, true)
+	s.setProtocolVersion("2024-11-05")
 	defer func() {
 		s.detach(st, "")
 		s.end("client closed the SSE stream")

@@ -403,12 +403,13 @@ func (s *Session) register(st *stream, reqs []message) (dup []string, err error)
 }
 
 // attach makes st a target for messages not tied to a request. get marks the
-// session's GET stream; it returns false if one is already open.
+// session's GET stream; it returns false if one is already open or the
+// session has ended.
 func (s *Session) attach(st *stream, get bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if get {
-		if s.get != nil {
+		if s.get != nil || s.ended {
 			return false
 		}
 		s.get = st
@@ -510,6 +511,13 @@ func (s *Session) cancelInChild(id, reason string) {
 	}
 }
 
+// isEnded reports whether end has begun.
+func (s *Session) isEnded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
 // begin marks a request as being served; done marks it finished.
 func (s *Session) begin() bool {
 	s.mu.Lock()
@@ -539,11 +547,15 @@ func (s *Session) idleSince() (time.Time, bool) {
 
 // end ends the session: every pending request is failed on its stream,
 // every stream is told, and the child is stopped in the background.
-func (s *Session) end(reason string) {
+func (s *Session) end(reason string) { s.endIf(reason, nil) }
+
+// endIf ends the session like end if cond, checked under s.mu, holds (or
+// is nil), and reports whether it did.
+func (s *Session) endIf(reason string, cond func() bool) bool {
 	s.mu.Lock()
-	if s.ended {
+	if s.ended || (cond != nil && !cond()) {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.ended = true
 	s.endReason = reason
@@ -566,6 +578,14 @@ func (s *Session) end(reason string) {
 			s.onStopped(s)
 		}
 	}()
+	return true
+}
+
+// evictableLocked reports whether the session may be ended to make room
+// for a new one: initialized, nothing in flight, no GET or legacy SSE
+// stream open. s.mu must be held.
+func (s *Session) evictableLocked() bool {
+	return !s.ended && s.protocolVersion != "" && s.inflight == 0 && s.get == nil
 }
 
 // Stopped is closed when the session's child and its group are gone.

@@ -50,6 +50,9 @@ type sharedChild struct {
 }
 
 // get returns the shared child, starting and initializing it if needed.
+// The start runs under the bridge's lifetime (bounded by StartTimeout), not
+// under ctx: every requester waits for it with its own ctx, so one client
+// leaving does not fail the others.
 func (sc *sharedChild) get(ctx context.Context) (*Session, json.RawMessage, error) {
 	for {
 		sc.mu.Lock()
@@ -64,39 +67,45 @@ func (sc *sharedChild) get(ctx context.Context) (*Session, json.RawMessage, erro
 				return s, init, nil
 			}
 		}
-		if sc.starting != nil {
-			ch := sc.starting
-			sc.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
+		ch := sc.starting
+		if ch == nil {
+			if sc.b.Draining() {
+				sc.mu.Unlock()
+				return nil, nil, errDraining
 			}
-			sc.mu.Lock()
-			err := sc.err
-			sc.mu.Unlock()
-			if err != nil {
-				return nil, nil, err
-			}
-			continue
+			ch = make(chan struct{})
+			sc.starting = ch
+			go sc.startShared(ch)
 		}
-		if sc.b.Draining() {
-			sc.mu.Unlock()
-			return nil, nil, errDraining
-		}
-		ch := make(chan struct{})
-		sc.starting = ch
 		sc.mu.Unlock()
-
-		s, init, err := sc.start(ctx)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
 		sc.mu.Lock()
-		sc.s, sc.init, sc.err, sc.starting = s, init, err, nil
-		sc.lastUsed = time.Now()
+		err := sc.err
 		sc.mu.Unlock()
-		close(ch)
 		if err != nil {
 			return nil, nil, err
 		}
+	}
+}
+
+// startShared starts the shared child under the bridge's context and
+// publishes the outcome, then closes done.
+func (sc *sharedChild) startShared(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(sc.b.ctx, sc.b.opts.StartTimeout)
+	defer cancel()
+	s, init, err := sc.start(ctx)
+	sc.mu.Lock()
+	sc.s, sc.init, sc.err, sc.starting = s, init, err, nil
+	sc.lastUsed = time.Now()
+	sc.mu.Unlock()
+	close(done)
+	// Shutdown may have looked for the shared child before it was set.
+	if s != nil && sc.b.Draining() {
+		s.end("server shutting down")
 	}
 }
 
@@ -104,11 +113,14 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 	b := sc.b
 	id := "stateless-" + newSessionID()[:8]
 	log := b.log.With("session", id)
+	if !b.addChild() {
+		return nil, nil, errDraining
+	}
 	proc, err := child.Start(ctx, log, b.opts.Placer, id, b.opts.Spec)
 	if err != nil {
+		b.children.Done()
 		return nil, nil, err
 	}
-	b.children.Add(1)
 	b.live.Add(1)
 	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
 	s.shared = true
@@ -156,8 +168,8 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 		s.end("initialize not answered")
 		return nil, nil, fmt.Errorf("the MCP server did not answer initialize within %s", b.opts.StartTimeout)
 	case <-ctx.Done():
-		s.end("client gone during start")
-		return nil, nil, ctx.Err()
+		s.end("start abandoned: " + context.Cause(ctx).Error())
+		return nil, nil, fmt.Errorf("start the MCP server: %w", context.Cause(ctx))
 	}
 }
 

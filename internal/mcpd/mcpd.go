@@ -4,7 +4,6 @@ package mcpd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,12 +24,11 @@ import (
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/mcpbridge"
+	"github.com/soda-project/soda/internal/runstate"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/token"
+	"github.com/soda-project/soda/internal/version"
 )
-
-// Version is set at build time with -ldflags "-X ...mcpd.Version=...".
-var Version = "dev"
 
 const usage = `Usage:
   soda-mcpd [OPTIONS] NAME              serve /etc/soda/mcp/NAME.conf
@@ -216,7 +214,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if f.version {
-		fmt.Fprintln(stdout, "soda-mcpd", Version)
+		fmt.Fprintln(stdout, "soda-mcpd", version.Version)
 		return 0
 	}
 	log, err := newLogger(f.logLevel, f.logFormat, stderr)
@@ -250,7 +248,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// Run serves cfg until ctx is done, then drains and stops every child.
+// Run serves cfg until ctx is done or a listener fails, then drains and
+// stops every child; it returns the listener's error, if any, only once
+// every child is gone.
 // Under systemd it adopts socket-activated listeners, reports readiness and
 // status with sd_notify and pings the watchdog.
 func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
@@ -324,22 +324,23 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	notify.Ready(statusLine(bridge.Stats(), 0))
 	go notify.Watchdog(runCtx, func() bool { return !bridge.Draining() })
 	idle := make(chan struct{})
-	statusFile := ""
-	if dir := os.Getenv("RUNTIME_DIRECTORY"); dir != "" {
-		statusFile = filepath.Join(strings.Split(dir, ":")[0], cfg.Name+".status.json")
-		defer os.Remove(statusFile)
-	}
-	go reportStatus(runCtx, notify, bridge, cfg.Bridge.ExitIdle, activated, idle, statusFile, log)
+	status := newStatusFile(log, cfg, tok != "", listeners, activated)
+	defer status.remove()
+	status.write(bridge.Stats(), 0)
+	go reportStatus(runCtx, notify, bridge, cfg.Bridge.ExitIdle, activated, idle, status)
 	if cfg.Bridge.ExitIdle > 0 && !activated {
 		log.Info("ExitIdleSec= ignored: only a socket-activated service can exit when idle")
 	}
 
+	var failed error
 	select {
 	case <-ctx.Done():
 	case <-idle:
 		log.Info("exiting: no sessions", "exit_idle", cfg.Bridge.ExitIdle.String())
 	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
+		// Still drain: the children must not outlive soda-mcpd.
+		failed = fmt.Errorf("serve: %w", err)
+		log.Error("listener failed, shutting down", "err", err)
 	}
 	log.Info("draining", "drain_timeout", cfg.Bridge.DrainTimeout.String())
 	notify.Stopping(fmt.Sprintf("draining: %d calls in flight", bridge.Stats().Inflight))
@@ -365,7 +366,7 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		front.Close()
 	}
 	log.Info("stopped", "sessions_served", bridge.Stats().SessionsStarted)
-	return nil
+	return failed
 }
 
 // openListeners adopts systemd's sockets when activated, else listens on
@@ -441,7 +442,7 @@ func statusLine(st mcpbridge.Stats, callsLastMinute int64) string {
 
 // reportStatus keeps STATUS= current and closes idle when the service has
 // had no sessions for exitIdle (socket-activated services only).
-func reportStatus(ctx context.Context, n *systemd.Notifier, b *mcpbridge.Bridge, exitIdle time.Duration, activated bool, idle chan struct{}, statusFile string, log *slog.Logger) {
+func reportStatus(ctx context.Context, n *systemd.Notifier, b *mcpbridge.Bridge, exitIdle time.Duration, activated bool, idle chan struct{}, status *statusFile) {
 	const tick = time.Second
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -463,7 +464,7 @@ func reportStatus(ctx context.Context, n *systemd.Notifier, b *mcpbridge.Bridge,
 		if line != last {
 			n.Status(line)
 			last = line
-			writeStatusFile(statusFile, st, st.Calls-history[0], log)
+			status.write(st, st.Calls-history[0])
 		}
 		if st.Sessions > 0 || st.Inflight > 0 {
 			idleSince = time.Now()
@@ -500,27 +501,64 @@ func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.P
 }
 
 // RuntimeStatus is what soda-mcpd publishes in its runtime directory
-// (/run/soda/mcp/NAME.status.json) for sodactl mcp list and status.
-type RuntimeStatus struct {
-	PID            int       `json:"pid"`
-	Sessions       int       `json:"sessions"`
-	Children       int64     `json:"children"`
-	CallsPerMinute int64     `json:"calls_last_minute"`
-	Draining       bool      `json:"draining"`
-	Updated        time.Time `json:"updated"`
+// (/run/soda/mcp/NAME.status.json) for sodactl; see internal/runstate.
+type RuntimeStatus = runstate.Record
+
+// statusFile is this process's runtime record.
+type statusFile struct {
+	log  *slog.Logger
+	path string // "" when there is no runtime directory
+	base runstate.Record
 }
 
-func writeStatusFile(path string, st mcpbridge.Stats, perMinute int64, log *slog.Logger) {
-	if path == "" {
-		return
+// newStatusFile prepares the runtime record of a bridge serving cfg on
+// listeners, in runstate.WriteDir: under systemd and in the foreground
+// alike, so that sodactl can find a server started by hand.
+func newStatusFile(log *slog.Logger, cfg config.Server, auth bool, listeners []net.Listener, activated bool) *statusFile {
+	s := &statusFile{log: log}
+	dir, err := runstate.WriteDir()
+	if err != nil || dir == "" {
+		log.Debug("no runtime record", "reason", err)
+		return s
 	}
-	b, _ := json.Marshal(RuntimeStatus{PID: os.Getpid(), Sessions: st.Sessions, Children: st.Children,
-		CallsPerMinute: perMinute, Draining: st.Draining, Updated: time.Now().UTC()})
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err == nil {
-		err = os.Rename(tmp, path)
-		if err != nil {
-			log.Debug("write status file", "err", err)
+	s.path = filepath.Join(dir, runstate.FileName(cfg.Name))
+	s.base = runstate.Record{PID: os.Getpid(), Name: cfg.Name, Auth: auth, SocketActivated: activated}
+	if start, err := runstate.ProcStart(os.Getpid()); err == nil {
+		s.base.Start = start
+	}
+	if cfg.Path != "" {
+		s.base.Config = absPath(cfg.Path)
+	}
+	if auth {
+		s.base.TokenFile = absPath(cfg.Bridge.TokenFile)
+	}
+	for _, l := range listeners {
+		if a, ok := l.Addr().(*net.TCPAddr); ok {
+			s.base.Listen = append(s.base.Listen, a.String())
 		}
 	}
+	return s
+}
+
+func (s *statusFile) write(st mcpbridge.Stats, perMinute int64) {
+	if s.path == "" {
+		return
+	}
+	r := s.base
+	r.Sessions, r.Children, r.CallsPerMinute, r.Draining, r.Updated = st.Sessions, st.Children, perMinute, st.Draining, time.Now().UTC()
+	if err := runstate.Write(s.path, r); err != nil {
+		s.log.Debug("write status file", "err", err)
+	}
+}
+
+// remove deletes the record, unless a newer soda-mcpd of the same name
+// has replaced it.
+func (s *statusFile) remove() {
+	if s.path == "" {
+		return
+	}
+	if r, err := runstate.Read(s.path); err == nil && r.PID != os.Getpid() {
+		return
+	}
+	os.Remove(s.path)
 }

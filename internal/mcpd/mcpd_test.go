@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/internal/version"
 )
 
 // echoBin is the mcpecho fixture, built once in TestMain.
@@ -94,7 +96,7 @@ func TestMainExitCodes(t *testing.T) {
 		{name: "NAME and config", args: []string{"--config", broken, "jira"}, want: 2, wantStderr: []string{"give exactly one of"}},
 		{name: "two names", args: []string{"a", "b"}, want: 2, wantStderr: []string{"give exactly one of"}},
 		{name: "empty command after --", args: []string{"--"}, want: 2, wantStderr: []string{"give exactly one of"}},
-		{name: "version", args: []string{"--version"}, want: 0, wantStdout: "soda-mcpd " + Version},
+		{name: "version", args: []string{"--version"}, want: 0, wantStdout: "soda-mcpd " + version.Version},
 		{name: "version wins over missing source", args: []string{"-version", "jira", "--", "x"}, want: 0, wantStdout: "soda-mcpd"},
 		{name: "help", args: []string{"--help"}, want: 0, wantStderr: []string{"Usage:", "-listen"}},
 		{name: "unknown flag", args: []string{"--bogus", "--", "true"}, want: 2, wantStderr: []string{"flag provided but not defined: -bogus"}},

@@ -408,6 +408,19 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 	}
 }
 
+// unenforcedError says which limits the group of placer mode cannot
+// enforce, naming the group once: "the cgroup cannot enforce memory.max".
+func unenforcedError(mode string, missing []string) error {
+	group := "the " + mode
+	switch mode {
+	case "process-group":
+		group = "the process group"
+	case "systemd-scope":
+		group = "the systemd scope's cgroup"
+	}
+	return fmt.Errorf("%s cannot enforce %s (controller not available)", group, strings.Join(missing, ", "))
+}
+
 // newGroup creates the sandbox's cgroup: with scope, a transient scope (the
 // system manager for root, the user's own manager otherwise), created
 // after init has started, while it builds the sandbox; else a cgroup v2
@@ -457,7 +470,7 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 		if c, ok := placer.(interface{ Close() error }); ok {
 			c.Close()
 		}
-		return fail(fmt.Errorf("%s cgroup cannot enforce %s (controller not available)", placer.Mode(), strings.Join(missing, ", ")))
+		return fail(unenforcedError(placer.Mode(), missing))
 	}
 	g, err := placer.NewGroup(sb.ID)
 	if err != nil {

@@ -376,3 +376,25 @@ func TestRateGate(t *testing.T) {
 		t.Errorf("next window: reported %v, want [50]", reported)
 	}
 }
+
+// TestUnenforcedErrorNamesGroupOnce: the refusal for limits a group cannot
+// enforce names the group once ("cgroup cgroup cannot enforce" before).
+func TestUnenforcedErrorNamesGroupOnce(t *testing.T) {
+	tests := []struct{ mode, want string }{
+		{"cgroup", "the cgroup cannot enforce memory.max, pids.max (controller not available)"},
+		{"systemd-scope", "the systemd scope's cgroup cannot enforce memory.max, pids.max (controller not available)"},
+		{"process-group", "the process group cannot enforce memory.max, pids.max (controller not available)"},
+	}
+	for _, tt := range tests {
+		got := unenforcedError(tt.mode, []string{"memory.max", "pids.max"}).Error()
+		if got != tt.want {
+			t.Errorf("mode %s: %q, want %q", tt.mode, got, tt.want)
+		}
+		w := strings.Fields(got)
+		for i := 1; i < len(w); i++ {
+			if w[i] == w[i-1] {
+				t.Errorf("mode %s: doubled word %q in %q", tt.mode, w[i], got)
+			}
+		}
+	}
+}

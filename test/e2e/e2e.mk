@@ -5,7 +5,8 @@
 #                   systemd 252 in a throw-away box (test/box/sdbox), install
 #                   the package there and run every check (about 30 s); then
 #                   the sandbox suite (test/sandbox: the escape battery as
-#                   root and as a user, egress, an MCP agent, a dev
+#                   root and as a user, egress, an MCP agent, the real
+#                   Claude Code CLI (npm ci of test/sandbox/claude-code), a dev
 #                   workload, limits, fail-closed; about 25 s) in a second
 #                   box. At most 8 min. Skipped, with the reason, when not root or
 #                   when "test/box/sdbox check" finds something missing.
