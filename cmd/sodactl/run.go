@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,7 +56,10 @@ Options:
   --tmp-size SIZE          size of the private /tmp (default 1G)
   --home-size SIZE         size of the private home (default 1G)
   --timeout DURATION       stop COMMAND after DURATION (SIGTERM, then SIGKILL)
-  --audit-json FILE        append the audit record (JSON lines) to FILE
+  --audit-json FILE        append the audit record (JSON lines) to FILE,
+                           which must be outside every grant
+  --audit-json-max SIZE    stop adding egress records to FILE once it grew
+                           by SIZE (default 64M); a summary says how many
   --allow-degraded LAYERS  run even if these layers are unavailable
                            (cgroup, landlock, seccomp, idmap); logged and
                            audited. Without it a missing layer is an error.
@@ -106,7 +110,8 @@ type runOptions struct {
 	tasks                     int64
 	cpu                       uint64
 	timeout                   time.Duration
-	auditJSON                 string
+	auditJSON, auditMaxS      string
+	auditMax                  int64
 	degraded                  string
 	verbose                   bool
 }
@@ -131,6 +136,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.Uint64Var(&ro.cpu, "cpu", 0, "")
 	fs.DurationVar(&ro.timeout, "timeout", 0, "")
 	fs.StringVar(&ro.auditJSON, "audit-json", "", "")
+	fs.StringVar(&ro.auditMaxS, "audit-json-max", "", "")
 	fs.StringVar(&ro.degraded, "allow-degraded", "", "")
 	fs.BoolVar(&ro.verbose, "verbose", false, "")
 	fs.BoolVar(&ro.verbose, "v", false, "")
@@ -185,7 +191,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 	spec.Home = home
 
-	audit, closeAudit, err := auditSink(ro.auditJSON)
+	audit, closeAudit, err := auditSink(ro.auditJSON, ro.auditMax, append(slices.Clone(spec.ReadWrite), spec.ReadOnly...))
 	if err != nil {
 		return exitSandbox, err
 	}
@@ -322,6 +328,9 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 	if spec.Limits.TmpSize, err = parseSize(ro.tmpSize); err != nil {
 		return sandbox.Spec{}, usagef("sodactl run", "--tmp-size: %v", err)
 	}
+	if ro.auditMax, err = parseSize(ro.auditMaxS); err != nil {
+		return sandbox.Spec{}, usagef("sodactl run", "--audit-json-max: %v", err)
+	}
 	if spec.Limits.HomeSize, err = parseSize(ro.homeSize); err != nil {
 		return sandbox.Spec{}, usagef("sodactl run", "--home-size: %v", err)
 	}
@@ -443,19 +452,22 @@ func writeAgentFiles(home string, servers []mcpServer) error {
 
 // auditSink is where the audit trail goes: the journal when there is one
 // (journalctl SODA_SANDBOX=ID), and the --audit-json file if given.
-func auditSink(jsonPath string) (sink func(sandbox.Record), closeFn func(), err error) {
+// The JSON file is opened as OpenAuditFile allows (outside every grant, no
+// link followed) and written up to maxBytes.
+func auditSink(jsonPath string, maxBytes int64, grants []string) (sink func(sandbox.Record), closeFn func(), err error) {
 	var sinks []func(sandbox.Record)
 	closeFn = func() {}
 	if systemd.JournalAvailable() {
 		sinks = append(sinks, sandbox.LogAudit(slog.New(systemd.NewJournalHandler(slog.LevelInfo))))
 	}
 	if jsonPath != "" {
-		f, err := os.OpenFile(jsonPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err := sandbox.OpenAuditFile(jsonPath, grants)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--audit-json: %w", err)
 		}
-		closeFn = func() { f.Close() }
-		sinks = append(sinks, sandbox.NewJSONAudit(f).Write)
+		j := sandbox.NewJSONAudit(f, maxBytes)
+		closeFn = func() { j.Close(); f.Close() }
+		sinks = append(sinks, j.Write)
 	}
 	return func(r sandbox.Record) {
 		for _, s := range sinks {

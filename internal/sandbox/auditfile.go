@@ -39,8 +39,11 @@ func OpenAuditFile(path string, grants []string) (*os.File, error) {
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
-		if err == unix.ELOOP {
+		switch err {
+		case unix.ELOOP:
 			return nil, fmt.Errorf("audit file %s: a component of the path is a symbolic link; name the real path", abs)
+		case unix.ENXIO: // a FIFO without a reader, or a socket
+			return nil, fmt.Errorf("audit file %s is not a regular file", abs)
 		}
 		return nil, fmt.Errorf("audit file %s: %w", abs, err)
 	}

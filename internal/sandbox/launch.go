@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,7 @@ type Sandbox struct {
 	cgroupDegraded bool             // the cgroup layer was waived (--allow-degraded)
 	pendingScope   chan scopeResult // a systemd placer being connected, not taken yet
 	logGate        rateGate         // egress lines on the log (the audit sink has all)
+	seq            atomic.Uint64    // the last audit record's sequence number
 
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}

@@ -73,3 +73,63 @@ func TestHomeOwnTmpfs(t *testing.T) {
 		e.noLeftovers(t)
 	})
 }
+
+// TestAuditFileAttacks: the audit file may not be where the agent can
+// reach it (a grant), nor a link planted towards a root-only script; what
+// the agent sends is recorded inert (the file, run as a script, runs
+// nothing); and the file is capped with a summary of what was left out.
+func TestAuditFileAttacks(t *testing.T) {
+	e := requireEnv(t)
+	asEach(t, func(t *testing.T, user, who string, pre []string) {
+		ws := e.bin + "/ws-audit-" + who
+		out := e.bin + "/audit-out-" + who
+		victim := out + "/victim.sh"
+		setup := fmt.Sprintf("rm -rf %[1]s %[2]s && mkdir -p %[1]s %[2]s && chown %[3]s %[1]s %[2]s && printf '#!/bin/sh\\n' > %[4]s && chmod 0700 %[4]s && ln -s %[4]s %[2]s/planted.jsonl && chown -h %[3]s %[2]s/planted.jsonl",
+			ws, out, who, victim)
+		if r := e.exec(execOpts{}, "sh", "-c", setup); r.err != nil {
+			t.Fatal(r)
+		}
+		// In the workspace: refused before anything runs.
+		r := e.sodactl(execOpts{user: user}, append(pre, "--rw", ws, "--audit-json", ws+"/audit.jsonl", "--", "true")...)
+		if r.code != 125 || !strings.Contains(r.stderr, "inside the granted directory") {
+			t.Errorf("audit file in a grant: want exit 125 naming the grant: %s", r)
+		}
+		// A planted link: refused, and its target untouched.
+		r = e.sodactl(execOpts{user: user}, append(pre, "--audit-json", out+"/planted.jsonl", "--", "true")...)
+		if r.code != 125 || !strings.Contains(r.stderr, "symbolic link") {
+			t.Errorf("audit file through a planted link: want exit 125: %s", r)
+		}
+		// What the agent sends is recorded inert; the file is capped.
+		audit := out + "/audit.jsonl"
+		pwned := "/tmp/PWNED-" + who
+		e.exec(execOpts{}, "rm", "-f", pwned)
+		flood := fmt.Sprintf(`import socket
+d = chr(36)  # the dollar sign, kept out of argv (the start record has argv as the user gave it)
+lines = ["GET " + d + "(touch" + d + "{IFS}%s) HTTP/1.1"] + ["CONNECT flood%%d.example:443 HTTP/1.1" %% i for i in range(300)]
+for l in lines:
+    s = socket.create_connection(("127.0.0.1", 18080))
+    s.sendall((l + "\r\n\r\n").encode())
+    s.recv(100)
+    s.close()
+`, pwned)
+		r = e.sodactl(execOpts{user: user}, append(pre, "--audit-json", audit, "--audit-json-max", "16K", "--", "python3", "-c", flood)...)
+		if r.err != nil {
+			t.Fatalf("hostile run: %s", r)
+		}
+		content := e.exec(execOpts{}, "cat", audit).stdout
+		if strings.Contains(content, "$(") || !strings.Contains(content, `\\x24\\x28touch`) {
+			t.Errorf("the hostile request line is not recorded inert:\n%s", content)
+		}
+		e.exec(execOpts{}, "sh", audit)
+		if c := e.exec(execOpts{}, "ls", pwned); c.err == nil {
+			t.Errorf("running the audit file as a script executed the agent's command")
+		}
+		if len(content) > 16<<10+4096 || !strings.Contains(content, `"event":"dropped"`) {
+			t.Errorf("audit file of %d bytes with a 16K cap, want a dropped summary", len(content))
+		}
+		if v := e.exec(execOpts{}, "cat", victim).stdout; v != "#!/bin/sh\n" {
+			t.Errorf("the victim script changed: %q", v)
+		}
+		e.noLeftovers(t)
+	})
+}

@@ -28,7 +28,7 @@ const (
 	mcpPort   = 18111 // soda-mcpd bridging server-everything
 	echoPort  = 18222 // granted (--allow-private) echo target
 	hostPort  = 18333 // a host service nothing grants
-	anyPort   = 18444 // a host service on 0.0.0.0, reached through hostaddr.test
+	anyPort   = 18446 // a host service on 0.0.0.0, reached through hostaddr.test (18444 is TestClaudeCode's)
 	testUID   = 1001
 	testUser  = "tester"
 	boxCgroup = "hybrid"
