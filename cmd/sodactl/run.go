@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,8 +54,12 @@ Options:
   --tasks N                process and thread limit (default 1024)
   --cpu PCT                CPU limit in percent of one CPU (default: all CPUs)
   --tmp-size SIZE          size of the private /tmp (default 1G)
+  --home-size SIZE         size of the private home (default 1G)
   --timeout DURATION       stop COMMAND after DURATION (SIGTERM, then SIGKILL)
-  --audit-json FILE        append the audit record (JSON lines) to FILE
+  --audit-json FILE        append the audit record (JSON lines) to FILE,
+                           which must be outside every grant
+  --audit-json-max SIZE    stop adding egress records to FILE once it grew
+                           by SIZE (default 64M); a summary says how many
   --allow-degraded LAYERS  run even if these layers are unavailable
                            (cgroup, landlock, seccomp, idmap); logged and
                            audited. Without it a missing layer is an error.
@@ -98,16 +103,17 @@ func (r *repeatFlag) String() string { return strings.Join(*r, " ") }
 func (r *repeatFlag) Set(v string) error { *r = append(*r, v); return nil }
 
 type runOptions struct {
-	mcp, allow, allowPrivate listFlag
-	rw, ro, env              repeatFlag
-	workdir                  string
-	memory, tmpSize          string
-	tasks                    int64
-	cpu                      uint64
-	timeout                  time.Duration
-	auditJSON                string
-	degraded                 string
-	verbose                  bool
+	mcp, allow, allowPrivate  listFlag
+	rw, ro, env               repeatFlag
+	workdir                   string
+	memory, tmpSize, homeSize string
+	tasks                     int64
+	cpu                       uint64
+	timeout                   time.Duration
+	auditJSON, auditMaxS      string
+	auditMax                  int64
+	degraded                  string
+	verbose                   bool
 }
 
 // runCommand implements "sodactl run"; it returns the exit code.
@@ -125,10 +131,12 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.StringVar(&ro.workdir, "C", "", "")
 	fs.StringVar(&ro.memory, "memory", "", "")
 	fs.StringVar(&ro.tmpSize, "tmp-size", "", "")
+	fs.StringVar(&ro.homeSize, "home-size", "", "")
 	fs.Int64Var(&ro.tasks, "tasks", 0, "")
 	fs.Uint64Var(&ro.cpu, "cpu", 0, "")
 	fs.DurationVar(&ro.timeout, "timeout", 0, "")
 	fs.StringVar(&ro.auditJSON, "audit-json", "", "")
+	fs.StringVar(&ro.auditMaxS, "audit-json-max", "", "")
 	fs.StringVar(&ro.degraded, "allow-degraded", "", "")
 	fs.BoolVar(&ro.verbose, "verbose", false, "")
 	fs.BoolVar(&ro.verbose, "v", false, "")
@@ -183,7 +191,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 	spec.Home = home
 
-	audit, closeAudit, err := auditSink(ro.auditJSON)
+	audit, closeAudit, err := auditSink(ro.auditJSON, ro.auditMax, append(slices.Clone(spec.ReadWrite), spec.ReadOnly...))
 	if err != nil {
 		return exitSandbox, err
 	}
@@ -320,6 +328,12 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 	if spec.Limits.TmpSize, err = parseSize(ro.tmpSize); err != nil {
 		return sandbox.Spec{}, usagef("sodactl run", "--tmp-size: %v", err)
 	}
+	if ro.auditMax, err = parseSize(ro.auditMaxS); err != nil {
+		return sandbox.Spec{}, usagef("sodactl run", "--audit-json-max: %v", err)
+	}
+	if spec.Limits.HomeSize, err = parseSize(ro.homeSize); err != nil {
+		return sandbox.Spec{}, usagef("sodactl run", "--home-size: %v", err)
+	}
 	spec.Limits.TasksMax, spec.Limits.CPUPercent = ro.tasks, ro.cpu
 	if spec.AllowDegraded, err = sandbox.ParseLayers(ro.degraded); err != nil {
 		return sandbox.Spec{}, usagef("sodactl run", "--allow-degraded: %v", err)
@@ -438,19 +452,22 @@ func writeAgentFiles(home string, servers []mcpServer) error {
 
 // auditSink is where the audit trail goes: the journal when there is one
 // (journalctl SODA_SANDBOX=ID), and the --audit-json file if given.
-func auditSink(jsonPath string) (sink func(sandbox.Record), closeFn func(), err error) {
+// The JSON file is opened as OpenAuditFile allows (outside every grant, no
+// link followed) and written up to maxBytes.
+func auditSink(jsonPath string, maxBytes int64, grants []string) (sink func(sandbox.Record), closeFn func(), err error) {
 	var sinks []func(sandbox.Record)
 	closeFn = func() {}
 	if systemd.JournalAvailable() {
 		sinks = append(sinks, sandbox.LogAudit(slog.New(systemd.NewJournalHandler(slog.LevelInfo))))
 	}
 	if jsonPath != "" {
-		f, err := os.OpenFile(jsonPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err := sandbox.OpenAuditFile(jsonPath, grants)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--audit-json: %w", err)
 		}
-		closeFn = func() { f.Close() }
-		sinks = append(sinks, sandbox.NewJSONAudit(f).Write)
+		j := sandbox.NewJSONAudit(f, maxBytes)
+		closeFn = func() { j.Close(); f.Close() }
+		sinks = append(sinks, j.Write)
 	}
 	return func(r sandbox.Record) {
 		for _, s := range sinks {

@@ -120,11 +120,24 @@ func TestCheckCandidatePrivate(t *testing.T) {
 		{"224.0.0.1", true, false},
 		{"255.255.255.255", true, false},
 		{"93.184.216.34", false, true},
+		// the host's own addresses, whatever their range
+		{"1.2.3.4", false, false},
+		{"::ffff:1.2.3.4", false, false},
+		{"1.2.3.4", true, true},
 	}
+	local := fakeLocal{netip.MustParseAddr("1.2.3.4"): "lo"}
 	for _, tt := range tests {
-		err := checkCandidate(netip.MustParseAddr(tt.addr), tt.private)
+		err := checkCandidate(netip.MustParseAddr(tt.addr), tt.private, local)
 		if (err == nil) != tt.ok {
 			t.Errorf("checkCandidate(%s, private=%v) = %v, want ok=%v", tt.addr, tt.private, err, tt.ok)
 		}
 	}
+}
+
+// fakeLocal is a fixed set of host addresses.
+type fakeLocal map[netip.Addr]string
+
+func (f fakeLocal) Local(a netip.Addr) (string, bool) {
+	iface, ok := f[a.Unmap().WithZone("")]
+	return iface, ok
 }

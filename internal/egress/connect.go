@@ -95,14 +95,14 @@ func parseRequestLine(line string) (request, *httpError) {
 	}
 	method, target, version := parts[0], parts[1], parts[2]
 	if method != "CONNECT" {
-		return request{}, &httpError{405, fmt.Sprintf("method %.32q not allowed, only CONNECT", method)}
+		return request{}, &httpError{405, fmt.Sprintf("method %s not allowed, only CONNECT", Inert(method, 32))}
 	}
 	if version != "HTTP/1.1" && version != "HTTP/1.0" {
-		return request{}, &httpError{400, fmt.Sprintf("unsupported protocol version %.32q", version)}
+		return request{}, &httpError{400, fmt.Sprintf("unsupported protocol version %s", Inert(version, 32))}
 	}
 	r, err := parseTarget(target)
 	if err != nil {
-		return request{}, &httpError{400, fmt.Sprintf("bad target: %v", err)}
+		return request{}, &httpError{400, "bad target: " + Inert(err.Error(), 128)}
 	}
 	return r, nil
 }

@@ -113,14 +113,14 @@ func (p *Proxy) handleControl(ctx context.Context, msg []byte, flags int, fds []
 				Time:     time.Now(),
 				Kind:     KindDNS,
 				Port:     dnsPort,
-				Target:   string(msg[3:]) + " " + qtypeString(binary.BigEndian.Uint16(msg[1:3])),
+				Target:   Inert(string(msg[3:]), 256) + " " + qtypeString(binary.BigEndian.Uint16(msg[1:3])),
 				Decision: DecisionDeny,
 				Reason:   dnsDenyReason,
 			})
 			return
 		}
 	default:
-		reason = fmt.Sprintf("unknown message type %q", msg[0])
+		reason = fmt.Sprintf("unknown message type %s", Inert(string(msg[:1]), 1))
 	}
 	closeFDs(fds)
 	p.controlError(msg, reason)

@@ -107,6 +107,12 @@ type Proxy struct {
 	// MaxRequestBytes caps the CONNECT request line and headers (default
 	// 2048).
 	MaxRequestBytes int
+	// Local holds the host's own addresses, refused like loopback without
+	// a Private grant (a public address of the host reaches every service
+	// bound to the wildcard address). nil means the addresses are read
+	// afresh for every CONNECT; a long-lived proxy should set a
+	// WatchHostAddrs.
+	Local LocalAddrs
 	// Dial connects to a validated "IP:port"; nil means a net.Dialer.
 	// Tests may override it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -243,7 +249,7 @@ func (p *Proxy) serveConnect(ctx context.Context, c net.Conn, ev *Event) {
 	}
 	req, herr := parseRequestLine(line)
 	if herr != nil {
-		ev.Target = truncate(line, 256)
+		ev.Target = Inert(line, 256)
 		ev.Reason = herr.reason
 		p.refuse(c, herr.status)
 		return
@@ -333,10 +339,18 @@ func (p *Proxy) connectTarget(ctx context.Context, req request, private bool, ev
 		}
 		cands, what = addrs, "resolves to"
 	}
+	local := p.Local
+	if local == nil && !private {
+		snap, err := SnapshotHostAddrs()
+		if err != nil {
+			return nil, &httpError{502, fmt.Sprintf("cannot tell the host's own addresses: %v", err)}
+		}
+		local = snap
+	}
 	var safe []netip.AddrPort
 	var refused error
 	for _, a := range cands {
-		if err := checkCandidate(a, private); err != nil {
+		if err := checkCandidate(a, private, local); err != nil {
 			if refused == nil {
 				refused = err
 			}
@@ -366,10 +380,17 @@ func (p *Proxy) connectTarget(ctx context.Context, req request, private bool, ev
 }
 
 // checkCandidate checks one resolved address. A Private grant may reach
-// any unicast address.
-func checkCandidate(a netip.Addr, private bool) error {
+// any unicast address; without one, neither a reserved address (CheckAddr)
+// nor one of the host's own (local) is reached.
+func checkCandidate(a netip.Addr, private bool, local LocalAddrs) error {
 	if !private {
-		return CheckAddr(a)
+		if err := CheckAddr(a); err != nil {
+			return err
+		}
+		if iface, ok := local.Local(a); ok {
+			return fmt.Errorf("address %s is this host's own (on %s)", a, iface)
+		}
+		return nil
 	}
 	u := a.Unmap()
 	switch {
@@ -379,12 +400,4 @@ func checkCandidate(a netip.Addr, private bool) error {
 		return fmt.Errorf("non-unicast address %s", a)
 	}
 	return nil
-}
-
-// truncate cuts s to at most n bytes.
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

@@ -232,7 +232,9 @@ func TestStackDNS(t *testing.T) {
 	}{
 		{"example.com.", dnsmessage.TypeAAAA, "example.com. AAAA"},
 		{"Api.Example.COM.", dnsmessage.TypeA, "Api.Example.COM. A"},
-		{"weird\x00name.", dnsmessage.Type(4242), "weird\\000name. TYPE4242"},
+		{"weird\x00name.", dnsmessage.Type(4242), `weird\x5c000name. TYPE4242`},
+		// A name the agent chose to be code, rendered inert.
+		{"$(touch${IFS}x).", dnsmessage.TypeA, `\x24\x28touch\x24\x7bIFS\x7dx\x29. A`},
 	}
 	for i, tt := range tests {
 		id := uint16(0x4000 + i)
@@ -398,14 +400,14 @@ func TestStackMalformedControl(t *testing.T) {
 		{name: "conn with a pipe", msg: conn, extra: []int{pipeR}, reason: "not a socket"},
 		{name: "conn with a seqpacket socket", msg: conn, extra: []int{seqFD}, reason: "not a stream socket"},
 		{name: "too many fds", msg: conn, probes: maxControlFDs + 2, reason: "more than"},
-		{name: "unknown type", msg: []byte("X\x00\x01"), probes: 1, reason: "unknown message type 'X'"},
+		{name: "unknown type", msg: []byte("X\x00\x01"), probes: 1, reason: "unknown message type X"},
 		{name: "dns with fd", msg: name, probes: 1, reason: "'D' message with 1 fds"},
 		{name: "short dns", msg: []byte("D\x00\x01"), reason: "'D' message of 3 bytes"},
 		{name: "dns with control bytes", msg: []byte("D\x00\x01exa\nmple."), reason: "not printable"},
 		{name: "dns name too long", msg: append([]byte("D\x00\x01"), bytes.Repeat([]byte("a"), 256)...), reason: "want 4 to 258"},
 		{name: "too long", msg: bytes.Repeat([]byte("D"), 2000), reason: "message longer than"},
 		{name: "empty with fd", msg: nil, probes: 1, reason: "empty message"},
-		{name: "dummy byte with fd", msg: []byte{}, probes: 1, reason: "unknown message type '\\x00'"},
+		{name: "dummy byte with fd", msg: []byte{}, probes: 1, reason: `unknown message type \x00`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -16,9 +18,14 @@ import (
 // granted, each layer applied or waived, the environment keys dropped,
 // every egress attempt, and its end.
 type Record struct {
+	// Seq numbers a sandbox's records from 1 in the order they were made;
+	// every sink gets the same numbers, so the journal's copy and a JSON
+	// file can be matched, and a gap shows a record left out.
+	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Sandbox string    `json:"sandbox"`
-	// Event is start, layer, env, ready, egress, refused or exit.
+	// Event is start, layer, env, ready, egress, refused, exit, or
+	// dropped (a sink's summary of the egress records it left out).
 	Event      string        `json:"event"`
 	Layer      Layer         `json:"layer,omitempty"`
 	State      string        `json:"state,omitempty"` // applied or degraded
@@ -37,6 +44,7 @@ type Record struct {
 }
 
 func (sb *Sandbox) record(r Record) {
+	r.Seq = sb.seq.Add(1)
 	r.Time = time.Now()
 	r.Sandbox = sb.ID
 	if r.Event == "egress" && r.Egress != nil && sb.logGate.allow(r.Time, func(n int) {
@@ -103,7 +111,7 @@ func LogAudit(log *slog.Logger) func(Record) {
 			return
 		}
 		lvl := slog.LevelInfo
-		attrs := []any{"sandbox", r.Sandbox}
+		attrs := []any{"sandbox", r.Sandbox, "seq", r.Seq}
 		msg := "sandbox " + r.Event
 		switch r.Event {
 		case "start":
@@ -147,18 +155,69 @@ func LogAudit(log *slog.Logger) func(Record) {
 	}
 }
 
+// DefaultAuditJSONMax is how many bytes a JSON audit sink writes at most
+// before it leaves out egress records (a flood of denied connections wrote
+// 18 MB in 15 s when there was no cap).
+const DefaultAuditJSONMax = 64 << 20
+
 // JSONAudit writes records as JSON lines to w; safe for concurrent use.
+// Once it has written its cap, it leaves out egress records (every other
+// record is still written: there are few) and Close writes a "dropped"
+// record saying how many, with their sequence numbers.
 type JSONAudit struct {
-	mu  sync.Mutex
-	enc *json.Encoder
+	mu      sync.Mutex
+	w       io.Writer
+	buf     bytes.Buffer
+	max     int64
+	written int64
+	dropped struct {
+		n           int
+		first, last uint64
+		sandbox     string
+	}
 }
 
-// NewJSONAudit returns an audit sink writing JSON lines to w.
-func NewJSONAudit(w io.Writer) *JSONAudit { return &JSONAudit{enc: json.NewEncoder(w)} }
+// NewJSONAudit returns an audit sink writing JSON lines to w, at most max
+// bytes of them (0: DefaultAuditJSONMax) before egress records are left
+// out.
+func NewJSONAudit(w io.Writer, max int64) *JSONAudit {
+	if max <= 0 {
+		max = DefaultAuditJSONMax
+	}
+	return &JSONAudit{w: w, max: max}
+}
 
 // Write appends one record.
 func (a *JSONAudit) Write(r Record) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_ = a.enc.Encode(r)
+	a.buf.Reset()
+	if err := json.NewEncoder(&a.buf).Encode(r); err != nil {
+		return
+	}
+	if r.Event == "egress" && a.written+int64(a.buf.Len()) > a.max {
+		d := &a.dropped
+		if d.n == 0 {
+			d.first, d.sandbox = r.Seq, r.Sandbox
+		}
+		d.n++
+		d.last = r.Seq
+		return
+	}
+	n, _ := a.w.Write(a.buf.Bytes())
+	a.written += int64(n)
+}
+
+// Close writes the summary of what was left out, if anything was.
+func (a *JSONAudit) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, max := a.dropped, a.max
+	if d.n == 0 {
+		return
+	}
+	a.buf.Reset()
+	_ = json.NewEncoder(&a.buf).Encode(Record{Time: time.Now(), Sandbox: d.sandbox, Event: "dropped",
+		Detail: fmt.Sprintf("%d egress records (seq %d to %d) left out after this file's cap of %d bytes", d.n, d.first, d.last, max)})
+	_, _ = a.w.Write(a.buf.Bytes())
 }

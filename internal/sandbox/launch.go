@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,7 @@ type Sandbox struct {
 	cgroupDegraded bool             // the cgroup layer was waived (--allow-degraded)
 	pendingScope   chan scopeResult // a systemd placer being connected, not taken yet
 	logGate        rateGate         // egress lines on the log (the audit sink has all)
+	seq            atomic.Uint64    // the last audit record's sequence number
 
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
@@ -111,7 +113,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	root := os.Geteuid() == 0
 	cfg := initConfig{
 		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
-		Home: spec.Home, TmpSize: spec.Limits.TmpSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
+		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
 		DNS: true, StdinIsTTY: spec.TTY, HideExtra: spec.Hide,
 	}
@@ -331,13 +333,25 @@ func initCommand(spec *Spec, cfg *initConfig) *exec.Cmd {
 // startProxy serves the egress control socket: the host side of every
 // connection the sandbox makes.
 func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver) {
-	sb.proxy = &egress.Proxy{Policy: sb.spec.Egress, Resolver: resolver, Log: sb.log.With("part", "egress"),
+	log := sb.log.With("part", "egress")
+	sb.proxy = &egress.Proxy{Policy: sb.spec.Egress, Resolver: resolver, Log: log,
 		Audit: func(ev egress.Event) { sb.record(Record{Event: "egress", Egress: &ev}) }}
+	// The host's own addresses, kept current while the sandbox lives; if
+	// the subscription cannot be had, the proxy reads them per CONNECT.
+	local, err := egress.WatchHostAddrs(log)
+	if err != nil {
+		log.Warn("egress: no address subscription; the host's addresses are read per connection", "err", err)
+	} else {
+		sb.proxy.Local = local
+	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	sb.cancelProxy = cancel
 	sb.proxyDone = make(chan struct{})
 	go func() {
 		defer close(sb.proxyDone)
+		if local != nil {
+			defer local.Close()
+		}
 		if err := sb.proxy.ServeControl(pctx, sb.egress); err != nil && pctx.Err() == nil {
 			sb.log.Warn("egress control ended", "err", err)
 		}

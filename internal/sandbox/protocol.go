@@ -54,6 +54,7 @@ type initConfig struct {
 	RelayPorts  []uint16             `json:"relay_ports"`
 	DNS         bool                 `json:"dns"`
 	TmpSize     int64                `json:"tmp_size"`
+	HomeSize    int64                `json:"home_size"`
 	NoFile      uint64               `json:"nofile"`
 	FileSize    uint64               `json:"fsize"`
 	LandlockMin int                  `json:"landlock_min_abi"`

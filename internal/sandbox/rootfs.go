@@ -3,12 +3,14 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -142,10 +144,7 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 	}
 
 	// The home and the granted paths.
-	if err := os.MkdirAll(SandboxHome, 0o755); err != nil {
-		return err
-	}
-	if err := bindGrant(oldRoot+cfg.Home, SandboxHome, false, nil, cfg.Identities[cfg.Home]); err != nil {
+	if err := mountHome(oldRoot+cfg.Home, cfg); err != nil {
 		return fmt.Errorf("mount home: %w", err)
 	}
 	grants, err := mountGrants(cfg, userns)
@@ -365,12 +364,85 @@ func emptyTmpfs(dst string) error {
 	return nil
 }
 
+// mountHome gives the sandbox its home on a tmpfs of its own, limited in
+// size and inodes (not on the host's /run, which a full home would fill for
+// every service), and copies into it what the host prepared in src (the
+// agents' configuration files): regular files and directories only, read
+// through src as checked (no symlink followed, the same directory).
+func mountHome(src string, cfg *initConfig) error {
+	if err := os.MkdirAll(SandboxHome, 0o755); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("mode=0700,uid=%d,gid=%d,size=%d,nr_inodes=%d", cfg.UID, cfg.GID, cfg.HomeSize, inodes(cfg.HomeSize))
+	if err := unix.Mount("soda-home", SandboxHome, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", SandboxHome, err)
+	}
+	// os.Root reads below src without leaving it; the identity check
+	// after the open makes sure src is still the directory the host made.
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	fi, err := root.Stat(".")
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || [2]uint64{st.Dev, st.Ino} != cfg.Identities[cfg.Home] {
+		return fmt.Errorf("%s is not the directory sodactl checked (it was replaced)", src)
+	}
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
+			return err
+		}
+		dst := filepath.Join(SandboxHome, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			err = os.Mkdir(dst, info.Mode().Perm())
+		case d.Type().IsRegular():
+			err = copyFile(root, p, dst, info.Mode().Perm())
+		default:
+			return nil // the host writes nothing else there
+		}
+		if err != nil {
+			return err
+		}
+		return os.Lchown(dst, cfg.UID, cfg.GID)
+	})
+}
+
+// copyFile copies the regular file p of root to dst.
+func copyFile(root *os.Root, p, dst string, mode fs.FileMode) error {
+	in, err := root.Open(p)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s: %w", p, err)
+	}
+	return out.Close()
+}
+
+// inodes is the inode limit of a private tmpfs of size bytes.
+func inodes(size int64) int64 { return max(size/InodeBytes, 1024) }
+
 // mountTmp mounts a private, size-limited, noexec temporary directory.
 func mountTmp(dst string, size int64) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	opts := "mode=1777,size=" + strconv.FormatInt(size, 10)
+	opts := fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", size, inodes(size))
 	if err := unix.Mount("soda-tmp", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
 		return fmt.Errorf("mount private %s: %w", dst, err)
 	}

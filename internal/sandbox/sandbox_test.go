@@ -88,12 +88,19 @@ func TestNormalize(t *testing.T) {
 	if err := os.Symlink(ws, link); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		spec    Spec
 		wantErr string
 	}{
-		{"ok", Spec{Argv: []string{"true"}, Home: home, ReadWrite: []string{link}}, ""},
+		{"ok", Spec{Argv: []string{"true"}, Home: home, ReadWrite: []string{ws}}, ""},
+		// A link planted in a workspace (rootlink -> /root) must not
+		// redirect a later grant.
+		{"grant through a link", Spec{Argv: []string{"true"}, Home: home, ReadWrite: []string{link}}, link + " is a symbolic link to " + ws},
+		{"grant below a link", Spec{Argv: []string{"true"}, Home: home, ReadOnly: []string{filepath.Join(link, "sub")}}, "grant " + filepath.Join(ws, "sub") + " itself"},
 		{"no command", Spec{Home: home}, "no command"},
 		{"no home", Spec{Argv: []string{"true"}}, "no home"},
 		{"bad id", Spec{ID: "../x", Argv: []string{"true"}, Home: home}, "invalid id"},

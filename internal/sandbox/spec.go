@@ -89,6 +89,9 @@ type Limits struct {
 	CPUPercent uint64
 	// TmpSize is the size of the private /tmp tmpfs in bytes.
 	TmpSize int64
+	// HomeSize is the size of the home's own tmpfs in bytes; its inodes
+	// are limited to one per InodeBytes of it.
+	HomeSize int64
 	// NoFile is RLIMIT_NOFILE; FileSize RLIMIT_FSIZE in bytes (0: unlimited).
 	NoFile   uint64
 	FileSize uint64
@@ -100,8 +103,14 @@ var DefaultLimits = Limits{
 	TasksMax:   1024,
 	CPUPercent: 0, // set to 100 × CPUs by Normalize
 	TmpSize:    1 << 30,
+	HomeSize:   1 << 30,
 	NoFile:     8192,
 }
+
+// InodeBytes is how many bytes of a private tmpfs (home, /tmp) allow one
+// inode: 131,072 files in 1 GiB, plenty for caches and node_modules, and
+// bounded, unlike tmpfs's own default of half the host's memory pages.
+const InodeBytes = 8 << 10
 
 // Spec describes a sandboxed process.
 type Spec struct {
@@ -236,6 +245,12 @@ func (s *Spec) Normalize() error {
 	if l.TmpSize == 0 {
 		l.TmpSize = DefaultLimits.TmpSize
 	}
+	if l.HomeSize == 0 {
+		l.HomeSize = DefaultLimits.HomeSize
+	}
+	if l.TmpSize < 1<<20 || l.HomeSize < 1<<20 {
+		return fmt.Errorf("sandbox: /tmp (%d bytes) and home (%d bytes) need at least 1 MiB each", l.TmpSize, l.HomeSize)
+	}
 	if l.NoFile == 0 {
 		l.NoFile = DefaultLimits.NoFile
 	}
@@ -261,8 +276,22 @@ const DefaultProxyPort = egress.DefaultProxyPort
 // sandbox's own machinery or would undo its hiding of host sockets.
 var forbiddenGrants = []string{"/", "/proc", "/sys", "/dev", "/run", "/var/run", "/sys/fs/cgroup", "/var/lib/soda", "/etc", "/usr", "/boot"}
 
+// resolveGrant checks a granted path: absolute, an existing directory,
+// no symbolic link in any component (a link planted by an earlier run, in
+// a directory the agent could write, would otherwise redirect the grant
+// anywhere), and not one of forbiddenGrants.
 func resolveGrant(p string) (string, error) {
-	d, err := resolveDir(p)
+	if p == "" {
+		return "", errors.New("empty path")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if err := noSymlinks(abs); err != nil {
+		return "", err
+	}
+	d, err := resolveDir(abs)
 	if err != nil {
 		return "", err
 	}
@@ -295,6 +324,35 @@ func resolveDir(p string) (string, error) {
 		return "", fmt.Errorf("%s is not a directory", r)
 	}
 	return r, nil
+}
+
+// noSymlinks returns an error naming the first component of the absolute,
+// clean path abs that is a symbolic link, and where it points.
+func noSymlinks(abs string) error {
+	cur := "/"
+	for _, part := range strings.Split(strings.TrimPrefix(abs, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		to, err := os.Readlink(cur)
+		if err != nil {
+			return err
+		}
+		target, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return fmt.Errorf("%s is a symbolic link to %s, and a grant may not go through a link", cur, to)
+		}
+		return fmt.Errorf("%s is a symbolic link to %s, and a grant may not go through a link: grant %s itself if that is what you mean", cur, to, target)
+	}
+	return nil
 }
 
 func insideAny(p string, dirs []string) bool {

@@ -23,8 +23,9 @@ type probeResult struct {
 // to addresses the proxy must refuse, names and ports not granted, and
 // IP literals in odd forms.
 var (
-	grantedButUnsafe = []string{"loop.test:18222", "evil.test:443", "meta.test:80", "v6map.test:18222", "cgnat.test:443"}
-	deniedTargets    = append([]string{
+	grantedButUnsafe = []string{"loop.test:18222", "evil.test:443", "meta.test:80", "v6map.test:18222", "cgnat.test:443",
+		"hostaddr.test:18446"} // a public address that is the host's own
+	deniedTargets = append([]string{
 		"example.com:443",    // not granted: refused before any DNS lookup
 		"public.test:22",     // granted for 443 only
 		"127.0.0.1:18333",    // a host service nothing grants
@@ -164,6 +165,9 @@ func runBattery(t *testing.T, user string) {
 	if !strings.Contains(reason["meta.test:80"], "169.254.169.254") {
 		t.Errorf("meta.test:80 refused for %q, want the resolved metadata address named", reason["meta.test:80"])
 	}
+	if !strings.Contains(reason["hostaddr.test:18446"], "1.2.3.4 is this host's own") {
+		t.Errorf("hostaddr.test:18446 refused for %q, want the host's own address named", reason["hostaddr.test:18446"])
+	}
 	if decision[fmt.Sprintf("127.0.0.1:%d", echoPort)] != "allow" {
 		t.Errorf("granted echo target not audited as allowed: %v", decision)
 	}
@@ -181,6 +185,31 @@ func runBattery(t *testing.T, user string) {
 	jr := e.exec(execOpts{}, "sh", "-c", "journalctl --sync; journalctl -q -o cat SODA_SANDBOX="+id+" MESSAGE_ID=4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c44 | wc -l")
 	if n, _ := strconv.Atoi(strings.TrimSpace(jr.stdout)); n != len(ev) {
 		t.Errorf("journal has %d egress entries for %s, the audit file %d: %s", n, id, len(ev), jr)
+	}
+	// The two copies number their records alike: the same sequence
+	// numbers, for the same events.
+	fileSeq := map[string]string{}
+	for _, rec := range recs {
+		if x, ok := rec["egress"].(map[string]any); ok {
+			fileSeq[fmt.Sprint(rec["seq"])], _ = x["target"].(string)
+		}
+	}
+	jr = e.exec(execOpts{}, "sh", "-c", "journalctl -q -o json --output-fields=SODA_SEQ,SODA_TARGET SODA_SANDBOX="+id+" MESSAGE_ID=4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c44")
+	journalSeq := 0
+	for _, line := range strings.Split(strings.TrimSpace(jr.stdout), "\n") {
+		var j map[string]any
+		if json.Unmarshal([]byte(line), &j) != nil {
+			continue
+		}
+		journalSeq++
+		seq, _ := j["SODA_SEQ"].(string)
+		target, ok := fileSeq[seq]
+		if !ok || target != j["SODA_TARGET"] {
+			t.Errorf("journal egress entry seq %q target %v: the audit file has %q (present %v)", seq, j["SODA_TARGET"], target, ok)
+		}
+	}
+	if journalSeq != len(fileSeq) {
+		t.Errorf("journal has %d numbered egress entries, the audit file %d", journalSeq, len(fileSeq))
 	}
 	e.noLeftovers(t)
 }

@@ -28,6 +28,7 @@ const (
 	mcpPort   = 18111 // soda-mcpd bridging server-everything
 	echoPort  = 18222 // granted (--allow-private) echo target
 	hostPort  = 18333 // a host service nothing grants
+	anyPort   = 18446 // a host service on 0.0.0.0, reached through hostaddr.test (18444 is TestClaudeCode's)
 	testUID   = 1001
 	testUser  = "tester"
 	boxCgroup = "hybrid"
@@ -125,13 +126,16 @@ func (e *env) setup() error {
 	if out, err := up.CombinedOutput(); err != nil {
 		return fmt.Errorf("sdbox up: %v\n%s", err, out)
 	}
-	listeners := fmt.Sprintf("python3 %s/test/sandbox/listeners.py --echo %d --tcp %d --unix /run/soda-test/docker.sock --unix /tmp/.X11-unix/X77 --unix /root/.ssh/agent.sock --unix /home/%s/.ssh/agent.sock --abstract soda-test-abstract",
-		e.repo, echoPort, hostPort, testUser)
+	listeners := fmt.Sprintf("python3 %s/test/sandbox/listeners.py --echo %d --tcp %d --any %d --unix /run/soda-test/docker.sock --unix /tmp/.X11-unix/X77 --unix /root/.ssh/agent.sock --unix /home/%s/.ssh/agent.sock --abstract soda-test-abstract",
+		e.repo, echoPort, hostPort, anyPort, testUser)
 	script := strings.Join([]string{
 		"set -e",
 		fmt.Sprintf("useradd -m -u %d %s", testUID, testUser),
+		// A public address of the box's own (as a host with a public
+		// address has), which hostaddr.test resolves to.
+		"ip addr add 1.2.3.4/32 dev lo",
 		// A test resolver: the names below resolve from /etc/hosts only.
-		"printf '%s\\n' '127.0.0.1 loop.test' '10.0.0.1 evil.test' '169.254.169.254 meta.test' '::ffff:127.0.0.1 v6map.test' '100.64.1.1 cgnat.test' '93.184.216.34 public.test' >> /etc/hosts",
+		"printf '%s\\n' '1.2.3.4 hostaddr.test' '127.0.0.1 loop.test' '10.0.0.1 evil.test' '169.254.169.254 meta.test' '::ffff:127.0.0.1 v6map.test' '100.64.1.1 cgnat.test' '93.184.216.34 public.test' >> /etc/hosts",
 		fmt.Sprintf("systemd-run --quiet --unit soda-test-listeners -p StandardError=journal %s", listeners),
 		fmt.Sprintf("systemd-run --quiet --unit soda-test-mcpd %s/soda-mcpd --config-dir %s everything", e.bin, cfgDir),
 		fmt.Sprintf("systemctl start user@%d.service", testUID),

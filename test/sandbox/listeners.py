@@ -6,6 +6,8 @@ Runs on the host (in the test box) while sandboxes try to reach it:
   --echo PORT        TCP echo server on 127.0.0.1:PORT (a granted target)
   --tcp PORT         TCP server on 127.0.0.1:PORT that answers "host\n"
                      (a host service the sandbox must NOT reach)
+  --any PORT         the same on 0.0.0.0:PORT, reachable through every
+                     address of the host (a public one included)
   --unix PATH        listening pathname Unix socket (repeatable)
   --abstract NAME    listening abstract Unix socket @NAME (repeatable)
 
@@ -45,15 +47,16 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--echo", type=int)
     p.add_argument("--tcp", type=int)
+    p.add_argument("--any", type=int)
     p.add_argument("--unix", action="append", default=[])
     p.add_argument("--abstract", action="append", default=[])
     a = p.parse_args()
     socks = []
-    for port, echo in ((a.echo, True), (a.tcp, False)):
+    for port, echo, addr in ((a.echo, True, "127.0.0.1"), (a.tcp, False, "127.0.0.1"), (a.any, False, "0.0.0.0")):
         if port:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", port))
+            s.bind((addr, port))
             s.listen(64)
             socks.append((s, f"tcp:{port}", echo))
     for path in a.unix:
