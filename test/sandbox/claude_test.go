@@ -92,9 +92,9 @@ func TestClaudeCode(t *testing.T) {
 		extra      []string
 	}{
 		{name: "root", grants: []string{"everything", "byhand"}},
-		// The user is not in group soda: only the configured server, whose
-		// token the harness made readable; without a cgroup delegation the
-		// limits are waived.
+		// The user, in group soda, grants the configured server, whose
+		// token is 0640 root:soda (byhand's token is root's alone);
+		// without a cgroup delegation the limits are waived.
 		{name: testUser, user: testUser, grants: []string{"everything"}, extra: []string{"--allow-degraded", "cgroup"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

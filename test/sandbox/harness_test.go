@@ -130,7 +130,11 @@ func (e *env) setup() error {
 		e.repo, echoPort, hostPort, anyPort, testUser)
 	script := strings.Join([]string{
 		"set -e",
-		fmt.Sprintf("useradd -m -u %d %s", testUID, testUser),
+		// The user may grant the configured server as members of group
+		// soda may: its token is 0640 root:soda (soda-mcpd refuses a
+		// token file others can read).
+		"groupadd -f soda",
+		fmt.Sprintf("useradd -m -u %d -G soda %s", testUID, testUser),
 		// A public address of the box's own (as a host with a public
 		// address has), which hostaddr.test resolves to.
 		"ip addr add 1.2.3.4/32 dev lo",
@@ -142,7 +146,7 @@ func (e *env) setup() error {
 		// An unprivileged fresh /proc needs a fully visible /proc, which
 		// the box's read-only overmounts (its own safety) prevent.
 		"for m in /proc/sys /proc/irq /proc/bus /proc/fs /proc/acpi; do umount -l $m 2>/dev/null || true; done",
-		fmt.Sprintf("for i in $(seq 100); do [ -s %s/everything.token ] && break; sleep 0.1; done; chmod 0644 %s/everything.token", cfgDir, cfgDir),
+		fmt.Sprintf("for i in $(seq 100); do [ -s %s/everything.token ] && break; sleep 0.1; done; chgrp soda %s/everything.token && chmod 0640 %s/everything.token", cfgDir, cfgDir, cfgDir),
 		fmt.Sprintf("for i in $(seq 100); do ss -ltn | grep -q :%d && ss -ltn | grep -q :%d && break; sleep 0.1; done", echoPort, mcpPort),
 		"systemctl show -p MainPID --value soda-test-listeners",
 	}, "\n")
