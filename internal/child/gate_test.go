@@ -105,7 +105,7 @@ func waitExit(t *testing.T, p *Process) {
 }
 
 func exitCode(err error) int {
-	var ee *exec.ExitError
+	var ee interface{ ExitCode() int }
 	if errors.As(err, &ee) {
 		return ee.ExitCode()
 	}

@@ -289,6 +289,34 @@ func (p *ScopePlacer) stopLeftovers(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
+// stopUnit stops unit and resets its failed state; a unit that is gone
+// is fine.
+func (p *ScopePlacer) stopUnit(ctx context.Context, name string) error {
+	conn, err := p.connection(ctx)
+	if err != nil {
+		return err
+	}
+	done := make(chan string, 1)
+	if _, err := conn.StopUnitContext(ctx, name, "replace", done); err != nil {
+		if isNoSuchUnit(err) {
+			return nil
+		}
+		return fmt.Errorf("stop %s: %w", name, err)
+	}
+	select {
+	case res := <-done:
+		if res != "done" {
+			return fmt.Errorf("stop %s: job %s", name, res)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("stop %s: %w", name, ctx.Err())
+	}
+	if err := conn.ResetFailedUnitContext(ctx, name); err != nil && !isNoSuchUnit(err) {
+		return fmt.Errorf("reset failed state of %s: %w", name, err)
+	}
+	return nil
+}
+
 // globEscape quotes the fnmatch metacharacters of a unit name.
 func globEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(s)
@@ -376,6 +404,10 @@ type scopeGroup struct {
 }
 
 func (g *scopeGroup) String() string { return "scope " + g.unit }
+
+// cgroupDir is the scope's cgroup directory once placed, for the
+// supervisor and the ledger.
+func (g *scopeGroup) cgroupDir() string { return g.dir }
 
 func (g *scopeGroup) Prepare(cmd *exec.Cmd) error {
 	if g.p.noGate {
