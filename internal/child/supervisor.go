@@ -344,14 +344,17 @@ func killCgroupFD(dirfd int, kill func(int)) int {
 	return killListed(b, kill)
 }
 
-// killCgroupDir does the same for a cgroup known by its directory.
+// killCgroupDir does the same for a cgroup known by its directory (each
+// listed process is also killed on its own, for the count, and where
+// cgroup.kill is missing or read-only).
 func killCgroupDir(dir string, kill func(int)) int {
-	_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return 0
 	}
-	return killListed(b, kill)
+	n := killListed(b, kill)
+	_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	return n
 }
 
 func killListed(b []byte, kill func(int)) int {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -322,4 +323,174 @@ func TestSupervisedStdioAndExit(t *testing.T) {
 			t.Errorf("Start in a missing directory: %v, want the chdir error", err)
 		}
 	})
+}
+
+// statusFields reads the named fields of a /proc/PID/status text.
+func statusFields(text string, names ...string) map[string]string {
+	out := map[string]string{}
+	for line := range strings.SplitSeq(text, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		for _, n := range names {
+			if k == n {
+				out[n] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return out
+}
+
+// TestSupervisedLeastPrivilege: run as root, a supervised child has no
+// capability (effective, permitted, bounding, ambient), no_new_privs set,
+// the configured uid and gid, and cannot leave its cgroup by writing its
+// pid to the cgroup root's cgroup.procs. (Unsupervised, as before, it had
+// every capability of its parent and moved itself out.)
+func TestSupervisedLeastPrivilege(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the point is what a child of a root soda-mcpd may do")
+	}
+	requireCgroupPlacer(t)
+	mount, err := cgroup2Mount()
+	if err != nil {
+		t.Skip(err)
+	}
+	nobody := &Identity{Name: "nobody", UID: 65534, GID: 65534}
+	placer, err := NewCgroupPlacer("soda-suptest", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`cat /proc/self/status; if echo $$ > %s/cgroup.procs; then echo ESCAPED; else echo STAYED; fi; cat /proc/self/cgroup`, mount)
+	for _, c := range []struct {
+		name      string
+		user      *Identity
+		unsuper   bool
+		uid, gid  string
+		wantStays bool
+	}{
+		{"as nobody", nobody, false, "65534", "65534", true},
+		// Root without capabilities still owns the cgroup root's files:
+		// only another user keeps a child in its cgroup; this case
+		// checks the capabilities and no_new_privs alone.
+		{"as root", nil, false, "0", "0", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Start(context.Background(), testLogger(t), placer, "sup-priv-"+strings.ReplaceAll(c.name, " ", "-"), Spec{
+				Supervise: !c.unsuper, User: c.user, Argv: []string{"sh", "-c", script}, Dir: "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := io.ReadAll(p.Stdout)
+			p.Stop(Grace{})
+			f := statusFields(string(out), "Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
+			for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+				if f[k] != "0000000000000000" {
+					t.Errorf("%s = %q, want 0", k, f[k])
+				}
+			}
+			if f["NoNewPrivs"] != "1" {
+				t.Errorf("NoNewPrivs = %q, want 1", f["NoNewPrivs"])
+			}
+			if u := strings.Fields(f["Uid"]); len(u) != 4 || u[0] != c.uid || u[1] != c.uid || u[2] != c.uid || u[3] != c.uid {
+				t.Errorf("Uid = %q, want %s everywhere", f["Uid"], c.uid)
+			}
+			if g := strings.Fields(f["Gid"]); len(g) != 4 || g[0] != c.gid || g[3] != c.gid {
+				t.Errorf("Gid = %q, want %s", f["Gid"], c.gid)
+			}
+			if c.user != nil && f["Groups"] != "" {
+				t.Errorf("Groups = %q, want none", f["Groups"])
+			}
+			if c.wantStays && !strings.Contains(string(out), "STAYED") {
+				t.Errorf("the child left its cgroup:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestLedgerRecover: the worst case, the parent and every supervisor
+// killed at once. The grandchildren survive in their cgroups (the control)
+// until a successor's Recover kills them, logs it and removes the records
+// and the cgroups.
+func TestLedgerRecover(t *testing.T) {
+	requireCgroupPlacer(t)
+	dir := t.TempDir()
+	m := sleepMarks()
+	argv := []string{"sh", "-c", fmt.Sprintf("setsid sleep %s & sleep %s & exec sleep %s", m[0], m[1], m[2])}
+	parent, cs := startFakeParent(t, 3, argv, "SODA_CHILD_TEST_LEDGER="+dir)
+	waitSleepers(t, m, 9)
+	t.Cleanup(func() {
+		for _, p := range sleepers(m) {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		for _, c := range cs {
+			os.Remove(c.Cgroup)
+		}
+	})
+	recs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(recs) != 3 {
+		t.Fatalf("%d records in the ledger, want 3", len(recs))
+	}
+	// Kill the supervisors first, so that none can sweep, then the parent
+	// (which does not stop its children on its own: it has no Stop call).
+	// (Stopping the supervisors with SIGSTOP would not do: once the parent
+	// is dead their process groups are orphaned and the kernel sends them
+	// SIGCONT.)
+	for _, c := range cs {
+		syscall.Kill(c.SupPid, syscall.SIGKILL)
+	}
+	for _, c := range cs {
+		waitGone(t, c.SupPid, "supervisor")
+	}
+	parent.Process.Kill()
+	parent.Wait()
+	// The leaders die of their parent-death signal; the six grandchildren
+	// survive.
+	waitSleepers(t, m, 6)
+
+	var logs syncBuf
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	l, err := OpenLedger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := l.Recover(context.Background(), log, nil)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if n != 6 {
+		t.Errorf("Recover killed %d processes, want 6", n)
+	}
+	if left := sleepers(m); len(left) != 0 {
+		t.Errorf("after Recover %d processes left: %v", len(left), left)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(dir, "*")); len(recs) != 0 {
+		t.Errorf("records left: %v", recs)
+	}
+	for _, c := range cs {
+		if _, err := os.Stat(c.Cgroup); err == nil {
+			t.Errorf("cgroup %s left", c.Cgroup)
+		}
+	}
+	if got := strings.Count(logs.String(), "killed processes a previous run left behind"); got != 3 {
+		t.Errorf("%d log lines about killed leftovers, want 3:\n%s", got, logs.String())
+	}
+	t.Log(logs.String())
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
