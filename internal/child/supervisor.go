@@ -83,10 +83,10 @@ type supMsg struct {
 	Cgroup string     `json:"cgroup,omitempty"`
 	// Remove asks the supervisor to remove the Cgroup directory after its
 	// final sweep (a cgroup soda created itself, not a scope's).
-	Remove bool `json:"remove,omitempty"`
-	Pid    int        `json:"pid,omitempty"`
-	Exit   *int       `json:"exit,omitempty"`
-	Error  string     `json:"error,omitempty"`
+	Remove bool   `json:"remove,omitempty"`
+	Pid    int    `json:"pid,omitempty"`
+	Exit   *int   `json:"exit,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Identity is a user and group a child runs as.
