@@ -240,7 +240,7 @@ func (s *supervisor) run(started chan<- error) {
 		f.Close()
 	}
 	if err != nil {
-		started <- fmt.Errorf("start %s: %w", s.cfg.Path, err)
+		started <- err
 		return
 	}
 	s.pid = cmd.Process.Pid

@@ -15,14 +15,27 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/internal/child"
 )
 
 // echoBin is the mcpecho fixture, built once in TestMain.
 var echoBin string
 
 func TestMain(m *testing.M) {
+	// Main runs in this process in some tests: the test binary must serve
+	// as the children's supervisor, as soda-mcpd does.
+	if child.IsGate() {
+		child.RunGate()
+	}
 	dir, err := os.MkdirTemp("", "soda-mcpd-test")
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Run as root, soda-mcpd runs its children as an unprivileged user,
+	// who must reach the fixtures.
+	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
