@@ -249,3 +249,69 @@ func TestRestartRecoversLeftovers(t *testing.T) {
 		t.Errorf("records left after recovery: %v", recs)
 	}
 }
+
+// TestChildLeastPrivilege: run as root in the foreground without User=,
+// soda-mcpd runs its children as an unprivileged user, with no capability
+// and no_new_privs; such a child cannot leave its cgroup by writing its pid
+// to the cgroup root. (Before, it ran as root with every capability and
+// moved itself out.)
+func TestChildLeastPrivilege(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the point is what a child of a root soda-mcpd may do")
+	}
+	root := ""
+	for _, m := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(m, "cgroup.subtree_control")); err == nil {
+			root = m
+			break
+		}
+	}
+	if root == "" {
+		t.Skip("no cgroup2 hierarchy mounted")
+	}
+	// Not t.TempDir(): its parent is private to root.
+	out, err := os.MkdirTemp("", "soda-priv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(out) })
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(out, "report")
+	script := fmt.Sprintf(`{ cat /proc/self/status; if echo $$ > %s/cgroup.procs; then echo ESCAPED; else echo STAYED; fi; } > %s 2>&1; exec %s`, root, report, echoBin)
+	f := startForeground(t, fmt.Sprintf("priv%d", os.Getpid()), t.TempDir(), "sh", "-c", script)
+	f.session(t)
+	var text string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, _ := os.ReadFile(report)
+		text = string(b)
+		if strings.Contains(text, "STAYED") || strings.Contains(text, "ESCAPED") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fields := map[string]string{}
+	for line := range strings.SplitSeq(text, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+		if fields[k] != "0000000000000000" {
+			t.Errorf("child %s = %q, want 0", k, fields[k])
+		}
+	}
+	if fields["NoNewPrivs"] != "1" {
+		t.Errorf("child NoNewPrivs = %q, want 1", fields["NoNewPrivs"])
+	}
+	if uid := strings.Fields(fields["Uid"]); len(uid) == 0 || uid[0] == "0" {
+		t.Errorf("child Uid = %q, want an unprivileged user", fields["Uid"])
+	}
+	if !strings.Contains(text, "STAYED") {
+		t.Errorf("child left its cgroup:\n%s", text)
+	}
+	if !strings.Contains(f.log(), "children run supervised") {
+		t.Errorf("no log line saying who the children run as:\n%s", f.log())
+	}
+}
