@@ -607,3 +607,69 @@ func TestScopeIntegrationTinyTasksMax(t *testing.T) {
 		proc.Stop(Grace{})
 	}
 }
+
+// TestScopeIntegrationSupervised: a supervised child in a scope. The real
+// command and all it starts are in the scope (small TasksMax: the
+// supervisor's threads are not), the supervisor is not; SIGKILL of the
+// parent leaves nothing, and the scopes go away.
+func TestScopeIntegrationSupervised(t *testing.T) {
+	requireSystemd(t)
+	m := sleepMarks()
+	argv := []string{"sh", "-c", fmt.Sprintf("setsid sleep %s & sleep %s & exec sleep %s", m[0], m[1], m[2])}
+	parent, cs := startFakeParent(t, 2, argv, "SODA_CHILD_TEST_MODE=scope")
+	pids := waitSleepers(t, m, 6)
+	t.Cleanup(func() {
+		for _, p := range sleepers(m) {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+	scopes := map[string]bool{}
+	for _, c := range cs {
+		if c.Cgroup == "" {
+			t.Fatalf("child %d: no scope cgroup", c.Pid)
+		}
+		scopes[filepath.Base(c.Cgroup)] = true
+		b, _ := os.ReadFile(filepath.Join(c.Cgroup, "cgroup.procs"))
+		if strings.Contains(" "+strings.Join(strings.Fields(string(b)), " ")+" ", " "+strconv.Itoa(c.SupPid)+" ") {
+			t.Errorf("supervisor %d is inside the scope %s", c.SupPid, c.Cgroup)
+		}
+	}
+	for _, pid := range pids {
+		if _, ok := scopes[scopeOfPid(pid)]; !ok {
+			t.Errorf("pid %d (%q) is outside the children's scopes: %s", pid, cmdline(pid), scopeOfPid(pid))
+		}
+	}
+	parent.Process.Kill()
+	parent.Wait()
+	for deadline := time.Now().Add(10 * time.Second); len(sleepers(m)) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("after SIGKILL of the parent, left: %v", sleepers(m))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, c := range cs {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if _, err := os.Stat(c.Cgroup); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("scope cgroup %s still exists", c.Cgroup)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// scopeOfPid returns the last element of pid's cgroup v2 (or name=systemd)
+// path.
+func scopeOfPid(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	for line := range strings.SplitSeq(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && (parts[0] == "0" || parts[1] == "name=systemd") {
+			return filepath.Base(parts[2])
+		}
+	}
+	return ""
+}

@@ -44,7 +44,16 @@ func fakeParent() int {
 	}
 	n, _ := strconv.Atoi(os.Getenv("SODA_CHILD_TEST_N"))
 	var placer Placer = NewProcessGroupPlacer()
-	if os.Getenv("SODA_CHILD_TEST_MODE") != "process-group" {
+	switch os.Getenv("SODA_CHILD_TEST_MODE") {
+	case "process-group":
+	case "scope":
+		p, err := NewSystemdPlacer(context.Background(), log, "soda-suptest", DefaultSlice, Limits{TasksMax: 8})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		placer = p
+	default:
 		p, err := NewCgroupPlacer("soda-suptest", Limits{})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
