@@ -469,7 +469,7 @@ func (g *scopeGroup) Started(ctx context.Context, pid int) (err error) {
 	if err != nil {
 		return fmt.Errorf("scope %s: %w", g.unit, err)
 	}
-	if err := checkInCgroup(pid, cg); err != nil {
+	if err := checkInCgroup(pid, cg, g.dir); err != nil {
 		return fmt.Errorf("scope %s: %w", g.unit, err)
 	}
 	if g.p.noGate {
@@ -630,9 +630,23 @@ func isNoSuchUnit(err error) bool {
 }
 
 // checkInCgroup verifies that pid is in cgroup cg (in any hierarchy that
-// /proc/PID/cgroup lists), the last check before the gate opens.
-func checkInCgroup(pid int, cg string) error {
+// /proc/PID/cgroup lists), the last check before the gate opens. When
+// /proc hides the pid (ProtectProc=invisible and a child of another
+// user), the cgroup's own list in dir decides.
+func checkInCgroup(pid int, cg, dir string) error {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if errors.Is(err, os.ErrNotExist) && dir != "" {
+		procs, perr := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if perr != nil {
+			return fmt.Errorf("read cgroup of pid %d: %w; %w", pid, err, perr)
+		}
+		for f := range strings.FieldsSeq(string(procs)) {
+			if f == strconv.Itoa(pid) {
+				return nil
+			}
+		}
+		return fmt.Errorf("pid %d is not in %s after the job completed", pid, dir)
+	}
 	if err != nil {
 		return fmt.Errorf("read cgroup of pid %d: %w", pid, err)
 	}
