@@ -60,6 +60,8 @@ const (
 	supStdioFD  = 4
 	supExtraFD  = 7
 	supSweepMax = 10 * time.Second
+	// supComm is the supervisor's process name (15 characters at most).
+	supComm = "soda-supervisor"
 )
 
 // supConfig is what the supervisor needs to start the child.
@@ -144,6 +146,9 @@ func runSupervisor() error {
 		for range sigs {
 		}
 	}()
+	// Named for ps and systemd's logs ("exe" otherwise, from
+	// /proc/self/exe); the main thread's name is the process's.
+	_ = os.WriteFile(fmt.Sprintf("/proc/self/task/%d/comm", os.Getpid()), []byte(supComm), 0)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("become child subreaper: %w", err)
 	}
