@@ -7,6 +7,13 @@
 // soda create one (NewPlacer), so that everything it spawns can be killed
 // as a whole. Failing both, only the process group remains. Shutdown follows the MCP stdio rules:
 // close stdin, wait, SIGTERM, wait, then kill everything left.
+//
+// With Spec.Supervise the child is started by a supervisor (the program
+// re-executed, see IsGate and supervisor.go) that outlives the caller just
+// long enough to kill the child's whole group if the caller dies, and that
+// starts the child without capabilities and with no_new_privs, as
+// Spec.User. A Ledger records live children so that a successor can kill
+// what a killed predecessor and its supervisors left.
 package child
 
 import (
