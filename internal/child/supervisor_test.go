@@ -427,13 +427,31 @@ func TestLedgerRecover(t *testing.T) {
 	m := sleepMarks()
 	argv := []string{"sh", "-c", fmt.Sprintf("setsid sleep %s & sleep %s & exec sleep %s", m[0], m[1], m[2])}
 	parent, cs := startFakeParent(t, 3, argv, "SODA_CHILD_TEST_LEDGER="+dir)
+	testLedgerRecover(t, dir, m, parent, cs, 6, 0)
+}
+
+// TestLedgerRecoverProcessGroup: the same without cgroups. Recovery kills
+// the members of each recorded process group (the three that stayed in
+// it); the three that moved to sessions of their own are beyond it, as
+// soda-mcpd(8) says (their supervisors, while alive, kill them).
+func TestLedgerRecoverProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	m := sleepMarks()
+	argv := []string{"sh", "-c", fmt.Sprintf("setsid sleep %s & sleep %s & exec sleep %s", m[0], m[1], m[2])}
+	parent, cs := startFakeParent(t, 3, argv, "SODA_CHILD_TEST_LEDGER="+dir, "SODA_CHILD_TEST_MODE=process-group")
+	testLedgerRecover(t, dir, m, parent, cs, 3, 3)
+}
+
+func testLedgerRecover(t *testing.T, dir string, m [3]string, parent *exec.Cmd, cs []fakeChild, wantKilled, wantLeft int) {
 	waitSleepers(t, m, 9)
 	t.Cleanup(func() {
 		for _, p := range sleepers(m) {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
 		for _, c := range cs {
-			os.Remove(c.Cgroup)
+			if c.Cgroup != "" {
+				os.Remove(c.Cgroup)
+			}
 		}
 	})
 	recs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -467,16 +485,19 @@ func TestLedgerRecover(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Recover: %v", err)
 	}
-	if n != 6 {
-		t.Errorf("Recover killed %d processes, want 6", n)
+	if n != wantKilled {
+		t.Errorf("Recover killed %d processes, want %d", n, wantKilled)
 	}
-	if left := sleepers(m); len(left) != 0 {
-		t.Errorf("after Recover %d processes left: %v", len(left), left)
+	if left := sleepers(m); len(left) != wantLeft {
+		t.Errorf("after Recover %d processes left (%v), want %d", len(left), left, wantLeft)
 	}
 	if recs, _ := filepath.Glob(filepath.Join(dir, "*")); len(recs) != 0 {
 		t.Errorf("records left: %v", recs)
 	}
 	for _, c := range cs {
+		if c.Cgroup == "" {
+			continue
+		}
 		if _, err := os.Stat(c.Cgroup); err == nil {
 			t.Errorf("cgroup %s left", c.Cgroup)
 		}
