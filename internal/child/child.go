@@ -7,6 +7,13 @@
 // soda create one (NewPlacer), so that everything it spawns can be killed
 // as a whole. Failing both, only the process group remains. Shutdown follows the MCP stdio rules:
 // close stdin, wait, SIGTERM, wait, then kill everything left.
+//
+// With Spec.Supervise the child is started by a supervisor (the program
+// re-executed, see IsGate and supervisor.go) that outlives the caller just
+// long enough to kill the child's whole group if the caller dies, and that
+// starts the child without capabilities and with no_new_privs, as
+// Spec.User. A Ledger records live children so that a successor can kill
+// what a killed predecessor and its supervisors left.
 package child
 
 import (
@@ -16,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,6 +39,16 @@ type Spec struct {
 	// Env is appended to the inherited environment (minus systemd's
 	// activation variables).
 	Env []string
+	// Supervise starts the child under a supervisor process (the program
+	// re-executed, see IsGate) that kills the child's whole group when
+	// this process dies, even by SIGKILL, and starts the child with no
+	// capabilities (bounding set included) and no_new_privs.
+	Supervise bool
+	// User, if set, is who the child runs as; it needs Supervise.
+	User *Identity
+	// Ledger, if set, keeps a record of each live child so that a
+	// successor can kill what a killed predecessor left (see Ledger).
+	Ledger *Ledger
 }
 
 // Grace holds the shutdown waits.
@@ -84,9 +102,13 @@ type Process struct {
 	// Stderr is the read end of the child's stderr.
 	Stderr *os.File
 
-	cmd   *exec.Cmd
-	group Group
-	log   *slog.Logger
+	cmd    *exec.Cmd   // unsupervised: the child itself
+	sup    *supervised // supervised: the supervisor
+	pid    int
+	group  Group
+	log    *slog.Logger
+	ledger *Ledger
+	id     string
 
 	exited  chan struct{}
 	waitErr error
@@ -121,9 +143,17 @@ func Start(ctx context.Context, log *slog.Logger, placer Placer, id string, spec
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("start child: empty command")
 	}
+	if spec.User != nil && !spec.Supervise {
+		return nil, errors.New("start child: User needs Supervise")
+	}
 	path, err := exec.LookPath(spec.Argv[0])
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+	if spec.Supervise && !filepath.IsAbs(path) {
+		if path, err = filepath.Abs(path); err != nil {
+			return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+		}
 	}
 	group, err := placer.NewGroup(id)
 	if err != nil {
@@ -164,37 +194,72 @@ func Start(ctx context.Context, log *slog.Logger, placer Placer, id string, spec
 		group.Release()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	p := &Process{
+		Stdin:    inW,
+		Stdout:   outR,
+		Stderr:   errR,
+		group:    group,
+		log:      log,
+		ledger:   spec.Ledger,
+		id:       id,
+		exited:   make(chan struct{}),
+		stopDone: make(chan struct{}),
+	}
+	var pid int
+	if spec.Supervise {
+		p.sup, err = startSupervisor(cmd, spec.User)
+		if err == nil {
+			pid = p.sup.pid
+		}
+	} else {
+		err = cmd.Start()
+		if err == nil {
+			p.cmd = cmd
+			pid = cmd.Process.Pid
+		}
+	}
+	if err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		group.Release()
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 	}
+	p.pid = pid
 	closeAll(inR, outW, errW)
-	if err := group.Started(ctx, cmd.Process.Pid); err != nil {
+	if err := group.Started(ctx, pid); err != nil {
 		// The child has not run the real command yet (a gated group
 		// releases it only on success); make sure it never does.
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if p.sup != nil {
+			p.sup.stop(group)
+		} else {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
 		closeAll(inW, outR, errR)
 		if rerr := group.Release(); rerr != nil {
 			log.Warn("release child group", "group", group.String(), "err", rerr)
 		}
 		return nil, fmt.Errorf("place %s in %s: %w", spec.Argv[0], group.String(), err)
 	}
-	p := &Process{
-		Stdin:    inW,
-		Stdout:   outR,
-		Stderr:   errR,
-		cmd:      cmd,
-		group:    group,
-		log:      log,
-		exited:   make(chan struct{}),
-		stopDone: make(chan struct{}),
+	if p.sup != nil {
+		if d, ok := group.(interface{ cgroupDir() string }); ok && d.cgroupDir() != "" {
+			_, own := group.(*cgroupGroup)
+			p.sup.tell(supMsg{Cgroup: d.cgroupDir(), Remove: own})
+		}
+		go func() {
+			p.waitErr = p.sup.wait()
+			close(p.exited)
+		}()
+	} else {
+		go func() {
+			p.waitErr = cmd.Wait()
+			close(p.exited)
+		}()
 	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
+	if p.ledger != nil {
+		if err := p.ledger.add(p); err != nil {
+			log.Warn("record child for recovery after a crash", "pid", pid, "err", err)
+		}
+	}
 	return p, nil
 }
 
@@ -205,7 +270,7 @@ func closeAll(fs ...*os.File) {
 }
 
 // Pid returns the child's process id.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int { return p.pid }
 
 // Group returns the group the child runs in.
 func (p *Process) Group() Group { return p.group }
@@ -244,10 +309,17 @@ func (p *Process) Stop(grace Grace) {
 			p.log.Warn("kill child group", "group", p.group.String(), "err", err)
 		}
 		<-p.exited
+		if p.sup != nil {
+			// The supervisor sweeps once more and exits.
+			p.sup.stop(p.group)
+		}
 		p.Stdout.Close()
 		p.Stderr.Close()
 		if err := p.group.Release(); err != nil {
 			p.log.Warn("release child group", "group", p.group.String(), "err", err)
+		}
+		if p.ledger != nil {
+			p.ledger.remove(p)
 		}
 	})
 	<-p.stopDone

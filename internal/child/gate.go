@@ -54,7 +54,14 @@ const (
 //		}
 //		...
 //	}
+//
+// The same check covers the child supervisor (see Spec.Supervise), which
+// is the program re-executed in the same way.
 func IsGate() bool {
+	return isGate() || isSupervisor()
+}
+
+func isGate() bool {
 	return len(os.Args) > 0 && os.Args[0] == gateArg0 && os.Getenv(gateEnv) == "1"
 }
 
@@ -62,7 +69,13 @@ func IsGate() bool {
 // then replaces it with the real command. It never returns: on any failure
 // (parent gone before releasing the gate, bad arguments, exec error) it
 // writes one line to stderr and exits with GateExitCode.
+//
+// A supervisor runs until its parent closes its control socket or dies,
+// then kills what is left of its child and exits.
 func RunGate() {
+	if isSupervisor() {
+		runSupervisorMain()
+	}
 	err := runGate(os.Args, os.Environ())
 	fmt.Fprintf(os.Stderr, "%s: %v\n", gateArg0, err)
 	os.Exit(GateExitCode)

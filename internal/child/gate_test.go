@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -105,7 +106,7 @@ func waitExit(t *testing.T, p *Process) {
 }
 
 func exitCode(err error) int {
-	var ee *exec.ExitError
+	var ee interface{ ExitCode() int }
 	if errors.As(err, &ee) {
 		return ee.ExitCode()
 	}
@@ -118,10 +119,17 @@ func exitCode(err error) int {
 // TestGateExecsAfterOpen: the child is the gate until the gate opens, then
 // it is the real command with the real argv and env, minus the marker.
 func TestGateExecsAfterOpen(t *testing.T) {
+	for _, sup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("supervised=%v", sup), func(t *testing.T) { testGateExecsAfterOpen(t, sup) })
+	}
+}
+
+func testGateExecsAfterOpen(t *testing.T, supervise bool) {
 	p := &gatedPlacer{}
 	proc, g := startGated(t, p, Spec{
-		Argv: []string{"sh", "-c", `echo "$0|$1|$FOO|${SODA_CHILD_GATE-unset}"`, "zero", "one"},
-		Env:  []string{"FOO=bar"},
+		Argv:      []string{"sh", "-c", `echo "$0|$1|$FOO|${SODA_CHILD_GATE-unset}|${SODA_CHILD_SUPERVISOR-unset}"`, "zero", "one"},
+		Env:       []string{"FOO=bar"},
+		Supervise: supervise,
 	})
 	defer proc.Stop(Grace{})
 	args := cmdline(proc.Pid())
@@ -141,7 +149,7 @@ func TestGateExecsAfterOpen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read child stdout: %v", err)
 	}
-	if want := "zero|one|bar|unset\n"; line != want {
+	if want := "zero|one|bar|unset|unset\n"; line != want {
 		t.Errorf("child printed %q, want %q", line, want)
 	}
 	waitExit(t, proc)
@@ -192,9 +200,15 @@ func TestGateExecFailure(t *testing.T) {
 // TestStartPlacementFailure: when placement fails, Start returns an error
 // and the gate is killed and reaped, the real command never runs.
 func TestStartPlacementFailure(t *testing.T) {
+	for _, sup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("supervised=%v", sup), func(t *testing.T) { testStartPlacementFailure(t, sup) })
+	}
+}
+
+func testStartPlacementFailure(t *testing.T, supervise bool) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	p := &gatedPlacer{startErr: errors.New("no room"), groups: make(chan *gatedGroup, 1)}
-	_, err := Start(context.Background(), testLogger(t), p, "gatetest", Spec{Argv: []string{"touch", marker}})
+	_, err := Start(context.Background(), testLogger(t), p, "gatetest", Spec{Argv: []string{"touch", marker}, Supervise: supervise})
 	if err == nil || !strings.Contains(err.Error(), "no room") {
 		t.Fatalf("Start error %v, want the placement error", err)
 	}

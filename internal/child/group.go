@@ -284,6 +284,9 @@ func (g *cgroupGroup) Started(_ context.Context, pid int) error {
 
 func (g *cgroupGroup) String() string { return "cgroup " + g.path }
 
+// cgroupDir is the group's directory, for the supervisor and the ledger.
+func (g *cgroupGroup) cgroupDir() string { return g.path }
+
 func (g *cgroupGroup) Signal(sig syscall.Signal) error {
 	procs, err := g.m.Procs(true)
 	if err != nil {

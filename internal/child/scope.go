@@ -289,6 +289,34 @@ func (p *ScopePlacer) stopLeftovers(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
+// stopUnit stops unit and resets its failed state; a unit that is gone
+// is fine.
+func (p *ScopePlacer) stopUnit(ctx context.Context, name string) error {
+	conn, err := p.connection(ctx)
+	if err != nil {
+		return err
+	}
+	done := make(chan string, 1)
+	if _, err := conn.StopUnitContext(ctx, name, "replace", done); err != nil {
+		if isNoSuchUnit(err) {
+			return nil
+		}
+		return fmt.Errorf("stop %s: %w", name, err)
+	}
+	select {
+	case res := <-done:
+		if res != "done" {
+			return fmt.Errorf("stop %s: job %s", name, res)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("stop %s: %w", name, ctx.Err())
+	}
+	if err := conn.ResetFailedUnitContext(ctx, name); err != nil && !isNoSuchUnit(err) {
+		return fmt.Errorf("reset failed state of %s: %w", name, err)
+	}
+	return nil
+}
+
 // globEscape quotes the fnmatch metacharacters of a unit name.
 func globEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(s)
@@ -377,6 +405,10 @@ type scopeGroup struct {
 
 func (g *scopeGroup) String() string { return "scope " + g.unit }
 
+// cgroupDir is the scope's cgroup directory once placed, for the
+// supervisor and the ledger.
+func (g *scopeGroup) cgroupDir() string { return g.dir }
+
 func (g *scopeGroup) Prepare(cmd *exec.Cmd) error {
 	if g.p.noGate {
 		return nil
@@ -437,7 +469,7 @@ func (g *scopeGroup) Started(ctx context.Context, pid int) (err error) {
 	if err != nil {
 		return fmt.Errorf("scope %s: %w", g.unit, err)
 	}
-	if err := checkInCgroup(pid, cg); err != nil {
+	if err := checkInCgroup(pid, cg, g.dir); err != nil {
 		return fmt.Errorf("scope %s: %w", g.unit, err)
 	}
 	if g.p.noGate {
@@ -598,9 +630,23 @@ func isNoSuchUnit(err error) bool {
 }
 
 // checkInCgroup verifies that pid is in cgroup cg (in any hierarchy that
-// /proc/PID/cgroup lists), the last check before the gate opens.
-func checkInCgroup(pid int, cg string) error {
+// /proc/PID/cgroup lists), the last check before the gate opens. When
+// /proc hides the pid (ProtectProc=invisible and a child of another
+// user), the cgroup's own list in dir decides.
+func checkInCgroup(pid int, cg, dir string) error {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if errors.Is(err, os.ErrNotExist) && dir != "" {
+		procs, perr := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if perr != nil {
+			return fmt.Errorf("read cgroup of pid %d: %w; %w", pid, err, perr)
+		}
+		for f := range strings.FieldsSeq(string(procs)) {
+			if f == strconv.Itoa(pid) {
+				return nil
+			}
+		}
+		return fmt.Errorf("pid %d is not in %s after the job completed", pid, dir)
+	}
 	if err != nil {
 		return fmt.Errorf("read cgroup of pid %d: %w", pid, err)
 	}

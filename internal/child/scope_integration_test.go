@@ -607,3 +607,62 @@ func TestScopeIntegrationTinyTasksMax(t *testing.T) {
 		proc.Stop(Grace{})
 	}
 }
+
+// TestScopeIntegrationSupervised: a supervised child in a scope. The real
+// command and all it starts are in the scope (small TasksMax: the
+// supervisor's threads are not), the supervisor is not; SIGKILL of the
+// parent leaves nothing, and the scopes go away.
+func TestScopeIntegrationSupervised(t *testing.T) {
+	requireSystemd(t)
+	m := sleepMarks()
+	argv := []string{"sh", "-c", fmt.Sprintf("setsid sleep %s & sleep %s & exec sleep %s", m[0], m[1], m[2])}
+	parent, cs := startFakeParent(t, 2, argv, "SODA_CHILD_TEST_MODE=scope")
+	pids := waitSleepers(t, m, 6)
+	t.Cleanup(func() {
+		for _, p := range sleepers(m) {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+	// Membership by the scopes' own lists: /proc/PID/cgroup is relative
+	// to the reader's cgroup namespace.
+	inScopes := map[string]bool{}
+	for _, c := range cs {
+		if c.Cgroup == "" {
+			t.Fatalf("child %d: no scope cgroup", c.Pid)
+		}
+		b, _ := os.ReadFile(filepath.Join(c.Cgroup, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			inScopes[f] = true
+		}
+	}
+	for _, c := range cs {
+		if inScopes[strconv.Itoa(c.SupPid)] {
+			t.Errorf("supervisor %d is inside a child's scope", c.SupPid)
+		}
+	}
+	for _, pid := range pids {
+		if !inScopes[strconv.Itoa(pid)] {
+			t.Errorf("pid %d (%q) is outside the children's scopes", pid, cmdline(pid))
+		}
+	}
+	parent.Process.Kill()
+	parent.Wait()
+	for deadline := time.Now().Add(10 * time.Second); len(sleepers(m)) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("after SIGKILL of the parent, left: %v", sleepers(m))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, c := range cs {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if _, err := os.Stat(c.Cgroup); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("scope cgroup %s still exists", c.Cgroup)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

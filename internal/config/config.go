@@ -58,6 +58,13 @@ type Server struct {
 	Env []string
 	// Credentials map systemd credentials into the child's environment.
 	Credentials []Credential
+	// User is the user (name or number) the children run as; empty means
+	// soda-mcpd's own user, except that a root soda-mcpd never runs
+	// children as root unless User=root says so (see soda.conf(5)).
+	User string
+	// Group is the children's primary group (name or number); empty means
+	// User's primary group.
+	Group string
 
 	Bridge Bridge
 	Limits Limits
@@ -259,6 +266,23 @@ func CheckLoopback(addr string) error {
 	return nil
 }
 
+// checkUserName accepts a user or group name or number as systemd's
+// User= does (the usual portable name characters), or empty.
+func checkUserName(v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > 64 || v[0] == '-' {
+		return fmt.Errorf("%q is not a user or group name", v)
+	}
+	for _, c := range v {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return fmt.Errorf("%q is not a user or group name", v)
+		}
+	}
+	return nil
+}
+
 func apply(cfg *Server, o *unit.UnitOption) error {
 	v := strings.TrimSpace(strings.ReplaceAll(o.Value, "\\\n", " ")) // systemd: a continuation backslash becomes a space
 	switch o.Section {
@@ -302,8 +326,17 @@ func apply(cfg *Server, o *unit.UnitOption) error {
 				return fmt.Errorf("%q is not an environment variable name", env)
 			}
 			cfg.Credentials = append(cfg.Credentials, Credential{Name: name, EnvVar: env, AsPath: o.Name == "CredentialFile"})
+		case "User", "Group":
+			if err := checkUserName(v); err != nil {
+				return err
+			}
+			if o.Name == "User" {
+				cfg.User = v
+			} else {
+				cfg.Group = v
+			}
 		default:
-			return errors.New("unknown key (known: ExecStart, WorkingDirectory, Environment, Credential, CredentialFile)")
+			return errors.New("unknown key (known: ExecStart, WorkingDirectory, Environment, Credential, CredentialFile, User, Group)")
 		}
 	case "Bridge":
 		b := &cfg.Bridge

@@ -189,6 +189,22 @@ func TestParseValues(t *testing.T) {
 	}
 }
 
+func TestParseUserGroup(t *testing.T) {
+	for _, c := range []struct{ conf, user, group string }{
+		{"[Server]\nExecStart=/bin/true\n", "", ""},
+		{"[Server]\nExecStart=/bin/true\nUser=soda-mcp\n", "soda-mcp", ""},
+		{"[Server]\nExecStart=/bin/true\nUser=1000\nGroup=nogroup\n", "1000", "nogroup"},
+	} {
+		got, err := Parse("t.conf", "t", []byte(c.conf))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", c.conf, err)
+		}
+		if got.User != c.user || got.Group != c.group {
+			t.Errorf("Parse(%q): User %q Group %q, want %q %q", c.conf, got.User, got.Group, c.user, c.group)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	// head puts ExecStart on line 2 so that error lines are never 1 by luck.
 	const head = "[Server]\nExecStart=/bin/true\n"
@@ -200,7 +216,9 @@ func TestParseErrors(t *testing.T) {
 		msg  string // substring of the error's cause
 	}{
 		{"unknown key", head + "[Bridge]\nListen=127.0.0.1:1\nMaxSesions=3\n", 5, "Bridge.MaxSesions", "unknown key"},
-		{"unknown Server key", head + "User=nobody\n", 3, "Server.User", "unknown key"},
+		{"unknown Server key", head + "Users=nobody\n", 3, "Server.Users", "unknown key"},
+		{"bad User", head + "User=no body\n", 3, "Server.User", "not a user or group name"},
+		{"bad Group", head + "Group=-x\n", 3, "Server.Group", "not a user or group name"},
 		{"unknown Limits key", head + "[Limits]\nMemoryHigh=1G\n", 4, "Limits.MemoryHigh", "unknown key"},
 		{"unknown section", head + "\n[Service]\nType=simple\n", 5, "Service.Type", "unknown section [Service]"},
 		{"bad time span", head + "[Bridge]\nIdleTimeout=5 fortnights\n", 4, "Bridge.IdleTimeout", "not a time span"},

@@ -279,10 +279,25 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	if err != nil {
 		return err
 	}
+	identity, idEnv, err := childIdentity(log, cfg, os.Geteuid())
+	if err != nil {
+		closeListeners(listeners)
+		return err
+	}
 	placer := newPlacer(ctx, log, cfg)
+	ledger := recoverChildren(ctx, log, cfg, placer)
+	log.Info("children run supervised, without capabilities, with no_new_privs", "user", identity.String())
+	spec := child.Spec{
+		Argv:      cfg.Command,
+		Dir:       cfg.Dir,
+		Env:       append(append(idEnv, cfg.Env...), credEnv...),
+		Supervise: true,
+		User:      identity,
+		Ledger:    ledger,
+	}
 	bridge := mcpbridge.New(log, mcpbridge.Options{
 		Name:                 cfg.Name,
-		Spec:                 child.Spec{Argv: cfg.Command, Dir: cfg.Dir, Env: append(slices.Clone(cfg.Env), credEnv...)},
+		Spec:                 spec,
 		Placer:               placer,
 		MaxSessions:          cfg.Bridge.MaxSessions,
 		IdleTimeout:          cfg.Bridge.IdleTimeout,
@@ -501,6 +516,50 @@ func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.P
 		log.Info("no transient systemd scopes for children", "reason", err.Error())
 	}
 	return child.NewPlacer(log, "soda-mcp-"+cfg.Name, limits)
+}
+
+// ledgerDir is where soda-mcpd keeps the records of its live children
+// (see child.Ledger): a directory NAME.children in the runtime directory,
+// which systemd keeps across restarts of the service
+// (RuntimeDirectoryPreserve=yes) and the next boot clears, when nothing a
+// record names can exist any more. Without systemd: /run/soda/mcp for
+// root, $XDG_RUNTIME_DIR/soda/mcp for other users, else a directory of
+// the user's in the temporary directory.
+func ledgerDir(name string) string {
+	base := ""
+	switch {
+	case os.Getenv("RUNTIME_DIRECTORY") != "":
+		base = strings.Split(os.Getenv("RUNTIME_DIRECTORY"), ":")[0]
+	case os.Geteuid() == 0:
+		base = "/run/soda/mcp"
+	case os.Getenv("XDG_RUNTIME_DIR") != "":
+		base = filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "soda", "mcp")
+	default:
+		base = filepath.Join(os.TempDir(), fmt.Sprintf("soda-mcp-%d", os.Geteuid()))
+	}
+	return filepath.Join(base, name+".children")
+}
+
+// recoverChildren opens the ledger of this instance's children and kills
+// what a killed predecessor left (logging each group), before anything is
+// served. Without a ledger soda-mcpd still runs, with a warning: the
+// supervisors alone clean up after a crash.
+func recoverChildren(ctx context.Context, log *slog.Logger, cfg config.Server, placer child.Placer) *child.Ledger {
+	dir := ledgerDir(cfg.Name)
+	ledger, err := child.OpenLedger(dir)
+	if err != nil {
+		log.Warn("no child ledger: what a crash leaves behind is not cleaned up at the next start", "dir", dir, "err", err)
+		return nil
+	}
+	sp, _ := placer.(*child.ScopePlacer)
+	n, err := ledger.Recover(ctx, log, sp)
+	switch {
+	case err != nil:
+		log.Warn("recovery of children left by a previous run incomplete", "dir", dir, "killed", n, "err", err)
+	case n > 0:
+		log.Warn("recovered children left by a previous run", "dir", dir, "killed", n)
+	}
+	return ledger
 }
 
 // RuntimeStatus is what soda-mcpd publishes in its runtime directory

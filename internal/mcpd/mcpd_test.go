@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/version"
 )
 
@@ -23,8 +24,19 @@ import (
 var echoBin string
 
 func TestMain(m *testing.M) {
+	// Main runs in this process in some tests: the test binary must serve
+	// as the children's supervisor, as soda-mcpd does.
+	if child.IsGate() {
+		child.RunGate()
+	}
 	dir, err := os.MkdirTemp("", "soda-mcpd-test")
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Run as root, soda-mcpd runs its children as an unprivileged user,
+	// who must reach the fixtures.
+	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

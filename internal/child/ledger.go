@@ -1,0 +1,248 @@
+package child
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A Ledger keeps one small record per live child in a directory: its
+// group (kind, cgroup directory, scope unit, process group), its pid and
+// its supervisor's pid, each with its start time so that a reused pid is
+// never mistaken for it, and the pid and start time of the process that
+// started it. A child's record is written once it runs and removed once
+// Stop has emptied and released its group.
+//
+// A record that outlives its owner is what a killed soda-mcpd left behind
+// when even its children's supervisors could not finish (they were killed
+// too, or the machine's service manager killed them with it): Recover, run
+// at start-up before serving, kills what is left of each such group and
+// removes the record.
+type Ledger struct {
+	dir        string
+	ownerStart uint64
+}
+
+// ledgerRecord is one child's record.
+type ledgerRecord struct {
+	ID        string `json:"id"`
+	Group     string `json:"group"`            // Group.String()
+	Cgroup    string `json:"cgroup,omitempty"` // directory in the cgroup file system
+	Unit      string `json:"unit,omitempty"`   // transient scope
+	Pgid      int    `json:"pgid"`
+	Pid       int    `json:"pid"`
+	PidStart  uint64 `json:"pid_start"`
+	SupPid    int    `json:"supervisor_pid,omitempty"`
+	SupStart  uint64 `json:"supervisor_start,omitempty"`
+	Owner     int    `json:"owner_pid"`
+	OwnerStrt uint64 `json:"owner_start"`
+	Started   string `json:"started"`
+}
+
+// OpenLedger opens (creating it, mode 0700) the ledger in dir.
+func OpenLedger(dir string) (*Ledger, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("child ledger: %w", err)
+	}
+	st, err := readProcStat(os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("child ledger: own start time: %w", err)
+	}
+	return &Ledger{dir: dir, ownerStart: st.startTime}, nil
+}
+
+// Dir returns the ledger's directory.
+func (l *Ledger) Dir() string { return l.dir }
+
+func (l *Ledger) path(id string) string { return filepath.Join(l.dir, id+".json") }
+
+// add records p, which has just started.
+func (l *Ledger) add(p *Process) error {
+	r := ledgerRecord{ID: p.id, Group: p.group.String(), Pgid: p.pid, Pid: p.pid,
+		Owner: os.Getpid(), OwnerStrt: l.ownerStart, Started: time.Now().UTC().Format(time.RFC3339)}
+	if st, err := readProcStat(p.pid); err == nil {
+		r.PidStart = st.startTime
+	}
+	if d, ok := p.group.(interface{ cgroupDir() string }); ok {
+		r.Cgroup = d.cgroupDir()
+	}
+	if g, ok := p.group.(*scopeGroup); ok {
+		r.Unit = g.unit
+	}
+	if p.sup != nil {
+		r.SupPid = p.sup.cmd.Process.Pid
+		if st, err := readProcStat(r.SupPid); err == nil {
+			r.SupStart = st.startTime
+		}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp := l.path(p.id) + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, l.path(p.id)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write record: %w", err)
+	}
+	return nil
+}
+
+// remove deletes p's record.
+func (l *Ledger) remove(p *Process) {
+	_ = os.Remove(l.path(p.id))
+}
+
+// sameProcess reports whether pid still is the process that started at
+// start (clock ticks after boot).
+func sameProcess(pid int, start uint64) bool {
+	if pid <= 0 || start == 0 {
+		return false
+	}
+	st, err := readProcStat(pid)
+	return err == nil && st.startTime == start && st.state != 'Z'
+}
+
+// Recover kills what is left of every child recorded by a process that no
+// longer runs, logs each, and removes their records. Records of a live
+// owner (another instance sharing the directory) are left alone. scopes,
+// if not nil, stops recorded transient scopes (systemd placer). It returns
+// how many processes it killed.
+func (l *Ledger) Recover(ctx context.Context, log *slog.Logger, scopes *ScopePlacer) (int, error) {
+	ents, err := os.ReadDir(l.dir)
+	if err != nil {
+		return 0, fmt.Errorf("read child ledger %s: %w", l.dir, err)
+	}
+	total := 0
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasSuffix(name, ".tmp") {
+			os.Remove(filepath.Join(l.dir, name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		path := filepath.Join(l.dir, name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var r ledgerRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			log.Warn("child ledger: removing unreadable record", "file", path, "err", err)
+			os.Remove(path)
+			continue
+		}
+		if r.Owner == os.Getpid() && r.OwnerStrt == l.ownerStart {
+			continue // ours
+		}
+		if sameProcess(r.Owner, r.OwnerStrt) {
+			log.Info("child ledger: record belongs to a running process, left alone", "file", path, "owner_pid", r.Owner)
+			continue
+		}
+		n, err := recoverRecord(ctx, r, scopes)
+		total += n
+		attrs := []any{"child", r.ID, "group", r.Group, "pid", r.Pid, "owner_pid", r.Owner, "started", r.Started, "killed", n}
+		if err != nil {
+			log.Warn("child ledger: could not clean up after a previous run", append(attrs, "err", err)...)
+			errs = append(errs, err)
+			continue
+		}
+		if n > 0 {
+			log.Warn("child ledger: killed processes a previous run left behind", attrs...)
+		} else {
+			log.Info("child ledger: record of a previous run, nothing left", attrs...)
+		}
+		os.Remove(path)
+	}
+	return total, errors.Join(errs...)
+}
+
+// recoverRecord kills what is left of one recorded child.
+func recoverRecord(ctx context.Context, r ledgerRecord, scopes *ScopePlacer) (int, error) {
+	killed := map[int]bool{}
+	kill := func(pid int) {
+		if pid > 0 && pid != os.Getpid() && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed[pid] = true
+		}
+	}
+	// Its supervisor first, so that it does not start anything more.
+	if sameProcess(r.SupPid, r.SupStart) {
+		kill(r.SupPid)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		left := 0
+		if r.Cgroup != "" {
+			left += killCgroupDir(r.Cgroup, kill)
+		}
+		// The process group: its leader if it is still the same process,
+		// else the members that started after it (older ones cannot
+		// belong to it: the pgid is the leader's pid).
+		if sameProcess(r.Pgid, r.PidStart) {
+			if syscall.Kill(-r.Pgid, syscall.SIGKILL) == nil {
+				killed[r.Pgid] = true
+			}
+			left++
+		} else if r.Pgid > 0 && r.PidStart > 0 {
+			for _, pid := range pgidMembers(r.Pgid, r.PidStart) {
+				kill(pid)
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return len(killed), fmt.Errorf("%s: processes left after kill: %w", r.Group, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	var errs []error
+	if r.Unit != "" && scopes != nil {
+		if err := scopes.stopUnit(ctx, r.Unit); err != nil {
+			errs = append(errs, err)
+		}
+	} else if r.Cgroup != "" && r.Unit == "" {
+		if err := os.Remove(r.Cgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", r.Cgroup, err))
+		}
+	}
+	return len(killed), errors.Join(errs...)
+}
+
+// pgidMembers lists the live processes in process group pgid that started
+// no earlier than start.
+func pgidMembers(pgid int, start uint64) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readProcStat(pid)
+		if err == nil && st.pgid == pgid && st.state != 'Z' && st.startTime >= start {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
