@@ -365,3 +365,48 @@ func ownCgroup2Path() (string, error) {
 	}
 	return "", errors.New("no cgroup v2 entry in /proc/self/cgroup")
 }
+
+// Sweeper is a Placer that can remove the groups a killed predecessor
+// left behind.
+type Sweeper interface {
+	// Sweep removes the leftover groups of this placer's prefix that hold
+	// no process and have not changed for minAge, and returns their paths.
+	Sweep(log *slog.Logger, minAge time.Duration) []string
+}
+
+// Sweep removes the empty cgroup directories named PREFIX-* below the
+// placer's base that have not changed for minAge: what a process killed
+// before it could remove its own directory left. A live sibling's
+// directory is never removed: the kernel refuses to remove a cgroup that
+// holds a process or a child cgroup, and one younger than minAge may be
+// about to receive its process (it is created just before the clone into
+// it). A sibling that finds its directory gone tolerates it (Release).
+func (p *cgroupPlacer) Sweep(log *slog.Logger, minAge time.Duration) []string {
+	dir := filepath.Join(p.mount, p.base)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		log.Warn("sweep leftover cgroups", "dir", dir, "err", err)
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), p.prefix+"-") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < minAge {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(path, "cgroup.events")); err != nil || !strings.Contains(string(b), "populated 0") {
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			log.Debug("leftover cgroup kept", "cgroup", path, "err", err)
+			continue
+		}
+		log.Info("removed a leftover cgroup (its owner was killed)", "cgroup", path, "age", time.Since(info.ModTime()).Round(time.Second))
+		removed = append(removed, path)
+	}
+	return removed
+}

@@ -445,6 +445,7 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 			// A cgroup v2 directory without controllers still lets the
 			// whole sandbox be killed at once.
 			sb.placer = child.NewPlacer(slog.New(slog.DiscardHandler), "soda-sandbox", child.Limits{})
+			sb.sweepLeftovers(sb.placer)
 		}
 		g, gerr := sb.placer.NewGroup(sb.ID)
 		sb.group = g
@@ -466,6 +467,7 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 		if err != nil {
 			return fail(err)
 		}
+		sb.sweepLeftovers(p)
 		placer = p
 	}
 	if missing := placer.Unenforced(); len(missing) > 0 {
@@ -481,6 +483,19 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 	sb.placer, sb.group = placer, g
 	sb.record(Record{Event: "layer", Layer: LayerCgroup, State: "applied", Detail: g.String()})
 	return nil
+}
+
+// leftoverAge is how long a sandbox cgroup must have been empty and
+// unchanged before a later sandbox removes it; a sibling's directory is
+// younger than that between its creation and the clone into it.
+const leftoverAge = 10 * time.Second
+
+// sweepLeftovers removes the cgroup directories that sandboxes killed
+// before their own teardown left (without systemd, nothing else does).
+func (sb *Sandbox) sweepLeftovers(p child.Placer) {
+	if s, ok := p.(child.Sweeper); ok {
+		s.Sweep(sb.log, leftoverAge)
+	}
 }
 
 // scopeResult is a systemd placer being connected.

@@ -398,3 +398,46 @@ func TestUnenforcedErrorNamesGroupOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepsKilledRunsCgroup: without systemd the sandbox's cgroup is a
+// directory of ours; a run killed before its teardown (kill -9 of sodactl)
+// leaves it empty, and the next run removes it, but not a sibling's.
+func TestSweepsKilledRunsCgroup(t *testing.T) {
+	requireNamespaces(t)
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base string
+	for _, l := range strings.Split(string(own), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			base = p
+		}
+	}
+	mount := "/sys/fs/cgroup"
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+		mount = "/sys/fs/cgroup/unified"
+	}
+	dir := filepath.Join(mount, base)
+	stale := filepath.Join(dir, "soda-sandbox-sbx-killed0000")
+	fresh := filepath.Join(dir, "soda-sandbox-sbx-starting00")
+	for _, d := range []string{stale, fresh} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Skipf("cgroup %s is not writable here (%v): the sandbox uses no cgroup directory", dir, err)
+		}
+		t.Cleanup(func() { os.Remove(d) })
+	}
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, errOut, err := runSandbox(t, nil, "true"); err != nil {
+		t.Fatalf("sandbox: %v (stderr %s)", err, errOut)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("the killed run's cgroup %s is still there", stale)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a sibling's fresh cgroup %s was removed", fresh)
+	}
+}
