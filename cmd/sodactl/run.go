@@ -438,12 +438,18 @@ func writeAgentFiles(home string, servers []mcpServer) error {
 	if err != nil {
 		return err
 	}
+	// Through os.Root: nothing written here can leave the home, whatever
+	// is in it.
+	root, err := os.OpenRoot(home)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	for _, f := range files {
-		p := filepath.Join(home, f.Path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		if err := root.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, f.Data, 0o600); err != nil {
+		if err := root.WriteFile(f.Path, f.Data, 0o600); err != nil {
 			return err
 		}
 	}

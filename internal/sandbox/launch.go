@@ -144,10 +144,9 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("sandbox uid: %w", err)
 		}
+		// The home needs no chown: init copies it into the sandbox's
+		// own tmpfs, owned by cfg.UID (mountHome).
 		cfg.UID, cfg.GID = sb.uid.uid, sb.uid.uid
-		if err := walkChown(spec.Home, cfg.UID, cfg.GID); err != nil {
-			return nil, fmt.Errorf("sandbox home: %w", err)
-		}
 		if err := sb.idmapGrants(&cfg, owners); err != nil {
 			return nil, err
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,15 +119,4 @@ func (n *idmapNS) close() {
 func runHold() int {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
-}
-
-// walkChown changes the owner of dir and everything below it (not
-// following symlinks).
-func walkChown(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
 }
