@@ -60,11 +60,14 @@ check:
 
 test: check
 
+# The demo server is read from this checkout, so its children run as the
+# checkout's owner (a root soda-mcpd would otherwise run them as soda-mcp
+# or nobody, which cannot read a clone in a 0700 home).
 run: deps-test build
 	@mkdir -p /var/lib/soda/mcp
 	@echo "Connect a client:  ./bin/sodactl mcp client-config everything --client claude"
 	@echo "Grant it to a sandboxed agent:  ./bin/sodactl run --mcp everything -- claude mcp list"
-	./bin/soda-mcpd --name everything --listen 127.0.0.1:18100 \
+	./bin/soda-mcpd --name everything --listen 127.0.0.1:18100 --user "$$(stat -c %U $(CURDIR))" \
 		--token-file /var/lib/soda/mcp/everything.token -- node $(EVERYTHING) stdio
 
 bench: build

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/config"
@@ -120,4 +124,90 @@ func lookupGroup(name string) (uint32, error) {
 		return 0, errors.New("no such group")
 	}
 	return uint32(n), nil
+}
+
+// warnUnreachable warns, once at start, about each file of the command
+// line (the program, existing paths among its arguments, the working
+// directory) that the children's user cannot reach by the permission bits
+// of the path's components: a root soda-mcpd runs its children as another
+// user, and a server in a 0700 home then fails with an obscure "not found".
+// It is a warning, not a refusal: ACLs and capabilities are not modelled.
+func warnUnreachable(log *slog.Logger, id *child.Identity, cfg config.Server) {
+	if id == nil {
+		return
+	}
+	var paths []string
+	if p, err := exec.LookPath(cfg.Command[0]); err == nil {
+		paths = append(paths, p)
+	}
+	for _, a := range cfg.Command[1:] {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if _, err := os.Stat(a); err == nil {
+			paths = append(paths, a)
+		}
+	}
+	if cfg.Dir != "" {
+		paths = append(paths, cfg.Dir)
+	}
+	for _, p := range paths {
+		if err := reachable(id, p); err != nil {
+			log.Warn("the children's user cannot reach a file of the server's command line: set User= (or --user) to a user that can, or make the path readable",
+				"user", id.String(), "path", p, "reason", err.Error())
+		}
+	}
+}
+
+// reachable checks, by permission bits alone, that id can search every
+// directory on the way to path and read path itself.
+func reachable(id *child.Identity, path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	cur := "/"
+	parts := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	for i, part := range append([]string{""}, parts...) {
+		if part != "" {
+			cur = filepath.Join(cur, part)
+		}
+		fi, err := os.Stat(cur)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		need, what := uint32(1), "search" // x
+		if i == len(parts) {
+			need, what = 4, "read" // r
+		}
+		if !fi.IsDir() && i < len(parts) {
+			return nil
+		}
+		if !permits(id, st, need) {
+			return fmt.Errorf("%s cannot %s %s (mode %04o, owner %d:%d)", id.Name, what, cur, st.Mode&0o7777, st.Uid, st.Gid)
+		}
+	}
+	return nil
+}
+
+// permits applies the owner, group, other rule of st's mode to id.
+func permits(id *child.Identity, st *syscall.Stat_t, bit uint32) bool {
+	if id.UID == 0 {
+		return true // uid 0 without capabilities still owns root's files; close enough
+	}
+	mode := st.Mode & 0o777
+	switch {
+	case st.Uid == id.UID:
+		return mode>>6&bit != 0
+	case st.Gid == id.GID || slices.Contains(id.Groups, st.Gid):
+		return mode>>3&bit != 0
+	}
+	return mode&bit != 0
 }

@@ -48,6 +48,7 @@ type flags struct {
 	listen       string
 	tokenFile    string
 	noAuth       bool
+	user         string
 	name         string
 	maxSessions  int
 	idleTimeout  string
@@ -72,6 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.listen, "listen", "", "loopback `ADDR` to listen on (overrides Listen=; default 127.0.0.1:18100)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "bearer token `FILE`, created when absent (overrides TokenFile=)")
 	fs.BoolVar(&f.noAuth, "no-auth", false, "serve without a bearer token (any local user can call the server)")
+	fs.StringVar(&f.user, "user", "", "run the children as `USER` (overrides User=; a root soda-mcpd's default is soda-mcp)")
 	fs.StringVar(&f.name, "name", "", "instance `NAME` for logs and the default token file (ad-hoc default: adhoc)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "at most `N` live sessions (overrides MaxSessions=; default 8)")
 	fs.StringVar(&f.idleTimeout, "idle-timeout", "", "end sessions idle for `SPAN` (overrides IdleTimeout=; default 15min)")
@@ -149,6 +151,9 @@ func (f *flags) load() (config.Server, error) {
 	}
 	if f.noAuth {
 		cfg.Bridge.Auth = "none"
+	}
+	if f.user != "" {
+		cfg.User = f.user
 	}
 	if f.maxSessions < 0 {
 		return cfg, fmt.Errorf("%w: --max-sessions must be positive", errUsage)
@@ -284,6 +289,7 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		closeListeners(listeners)
 		return err
 	}
+	warnUnreachable(log, identity, cfg)
 	placer := newPlacer(ctx, log, cfg)
 	ledger := recoverChildren(ctx, log, cfg, placer)
 	log.Info("children run supervised, without capabilities, with no_new_privs", "user", identity.String())
