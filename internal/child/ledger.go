@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -229,20 +228,5 @@ func recoverRecord(ctx context.Context, r ledgerRecord, scopes *ScopePlacer) (in
 // pgidMembers lists the live processes in process group pgid that started
 // no earlier than start.
 func pgidMembers(pgid int, start uint64) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := readProcStat(pid)
-		if err == nil && st.pgid == pgid && st.state != 'Z' && st.startTime >= start {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return procsWhere(func(st procStat) bool { return st.pgid == pgid && st.startTime >= start })
 }

@@ -387,6 +387,12 @@ func readAll(f *os.File) ([]byte, error) {
 
 // childrenOf lists the live (non-zombie) processes whose parent is ppid.
 func childrenOf(ppid int) []int {
+	return procsWhere(func(st procStat) bool { return st.ppid == ppid })
+}
+
+// procsWhere lists the live (non-zombie) processes whose /proc/PID/stat
+// satisfies keep.
+func procsWhere(keep func(procStat) bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -398,7 +404,7 @@ func childrenOf(ppid int) []int {
 			continue
 		}
 		st, err := readProcStat(pid)
-		if err == nil && st.ppid == ppid && st.state != 'Z' {
+		if err == nil && st.state != 'Z' && keep(st) {
 			out = append(out, pid)
 		}
 	}
