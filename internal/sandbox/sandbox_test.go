@@ -441,3 +441,29 @@ func TestSweepsKilledRunsCgroup(t *testing.T) {
 		t.Errorf("a sibling's fresh cgroup %s was removed", fresh)
 	}
 }
+
+// TestHomeIsOwnTmpfs (on this host; test/sandbox has the same in systemd):
+// the home is a size-limited tmpfs of the sandbox's own, so filling it
+// fails inside the sandbox and never reaches the host's /run; the files
+// the host prepared in it are there.
+func TestHomeIsOwnTmpfs(t *testing.T) {
+	requireNamespaces(t)
+	var home string
+	st, out, errOut, err := runSandbox(t, func(s *Spec) {
+		s.Limits.HomeSize = 16 << 20
+		home = s.Home
+		if err := os.WriteFile(filepath.Join(home, "agent.json"), []byte(`{"ok":true}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, "/bin/sh", "-c", `cat "$HOME/agent.json"; echo; stat -f -c %T "$HOME"; dd if=/dev/zero of="$HOME/big" bs=1M count=64 2>&1; echo "dd=$?"`)
+	if err != nil {
+		t.Fatalf("sandbox: %v (stderr %s)", err, errOut)
+	}
+	if st.Code != 0 || !strings.Contains(out, `{"ok":true}`) || !strings.Contains(out, "tmpfs") ||
+		!strings.Contains(out, "No space left on device") || strings.Contains(out, "dd=0") {
+		t.Fatalf("want the prepared file, a tmpfs home and ENOSPC at 16 MiB; exit %d:\n%s", st.Code, out)
+	}
+	if fi, err := os.Stat(filepath.Join(home, "big")); err == nil {
+		t.Errorf("the write reached the host's home directory (%d bytes)", fi.Size())
+	}
+}
