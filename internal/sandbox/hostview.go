@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,15 +130,39 @@ type cgroupLayout struct {
 // hostCgroupLayout reads how /sys/fs/cgroup is mounted in init's mount
 // namespace (a copy of the host's), before the pivot; nil when it is not.
 func hostCgroupLayout() *cgroupLayout {
-	const top = "/sys/fs/cgroup"
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
+	l := parseCgroupLayout(f)
+	if l != nil && l.Tmpfs {
+		ents, _ := os.ReadDir(cgroupTop)
+		for _, e := range ents {
+			if e.Type()&os.ModeSymlink == 0 {
+				continue
+			}
+			if t, err := os.Readlink(filepath.Join(cgroupTop, e.Name())); err == nil && !strings.Contains(t, "/") {
+				if l.Links == nil {
+					l.Links = map[string]string{}
+				}
+				l.Links[e.Name()] = t
+			}
+		}
+	}
+	return l
+}
+
+// cgroupTop is where cgroups are mounted.
+const cgroupTop = "/sys/fs/cgroup"
+
+// parseCgroupLayout reads the cgroup mounts at and below /sys/fs/cgroup
+// from a mountinfo file; nil when nothing usable is mounted there.
+func parseCgroupLayout(r io.Reader) *cgroupLayout {
+	const top = cgroupTop
 	var l cgroupLayout
 	found := false
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER
@@ -177,20 +202,6 @@ func hostCgroupLayout() *cgroupLayout {
 	}
 	if !found || (!l.Tmpfs && len(l.Mounts) == 0) {
 		return nil
-	}
-	if l.Tmpfs {
-		ents, _ := os.ReadDir(top)
-		for _, e := range ents {
-			if e.Type()&os.ModeSymlink == 0 {
-				continue
-			}
-			if t, err := os.Readlink(filepath.Join(top, e.Name())); err == nil && !strings.Contains(t, "/") {
-				if l.Links == nil {
-					l.Links = map[string]string{}
-				}
-				l.Links[e.Name()] = t
-			}
-		}
 	}
 	return &l
 }
