@@ -149,13 +149,27 @@ func runInit() int {
 	// Per-thread state (capability sets, the bounding set) is what the
 	// forking thread has: this one.
 	runtime.LockOSThread()
-	if layer, err := confine(&cfg, report); err != nil {
-		return fail(layer, err)
-	}
 
-	// Fork only once the host has placed us in the cgroup.
+	// Fork only once the host has placed us in the cgroup. Then this
+	// thread (the command's parent) enters a cgroup namespace rooted
+	// there: the command sees "/" as its cgroup, not the host's path, and
+	// the cgroup hierarchies mounted now show nothing above the sandbox.
 	if b, err := cfgIn.ReadByte(); err != nil || b != placedByte {
 		return fail(LayerCgroup, errors.New("host did not confirm the cgroup placement"))
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fail(LayerMountNS, fmt.Errorf("unshare the cgroup namespace: %w", err))
+	}
+	cgDetail, err := mountCgroupFS(cfg.cgroupLayout)
+	if err != nil {
+		// Not a confinement layer (read-only either way): the command
+		// runs with an empty /sys/fs/cgroup and the reason is logged.
+		cgDetail += ": " + err.Error()
+	}
+	report(statusMsg{Layer: LayerMountNS, State: "applied", Detail: "own cgroup namespace; " + cgDetail})
+
+	if layer, err := confine(&cfg, report); err != nil {
+		return fail(layer, err)
 	}
 	proc, err := os.StartProcess(path, cfg.Argv, &os.ProcAttr{
 		Dir:   cfg.Dir,

@@ -63,8 +63,9 @@ type initConfig struct {
 	HideExtra   []string             `json:"hide_extra,omitempty"`
 	StdinIsTTY  bool                 `json:"stdin_tty"`
 
-	idmapDegraded []string // read-write grants mounted without idmap (init only)
-	idmapSkipped  []string // read-only grants whose filesystem cannot idmap
+	idmapDegraded []string      // read-write grants mounted without idmap (init only)
+	idmapSkipped  []string      // read-only grants whose filesystem cannot idmap
+	cgroupLayout  *cgroupLayout // how the host mounts /sys/fs/cgroup (init only)
 }
 
 // statusMsg is one line init writes on the status pipe.

@@ -21,9 +21,18 @@ import (
 //	/usr /etc /var /opt, /bin /sbin /lib* (or their merged-/usr links)
 //	                        the host's, bound read-only, nosuid, nodev; no
 //	                        other top-level directory of the host exists
-//	/sys                    the host's, read-only (runtimes read their
-//	                        cgroup limits and CPU topology there)
-//	/proc                   a fresh procfs of the sandbox's PID namespace
+//	/sys                    a fresh sysfs of the sandbox's network namespace,
+//	                        read-only: CPU topology and the like, but no
+//	                        network device but lo, and /sys/block,
+//	                        /sys/class/block, /sys/dev/block empty
+//	/sys/fs/cgroup          the cgroup hierarchies as the host mounts them,
+//	                        read-only and rooted at the sandbox's own
+//	                        cgroup (its cgroup namespace; mounted once init
+//	                        is placed, see mountCgroupFS)
+//	/proc                   a fresh procfs of the sandbox's PID namespace;
+//	                        cmdline and kernel/random/boot_id replaced
+//	/etc/machine-id         a random one per sandbox (and
+//	                        /var/lib/dbus/machine-id when it is a file)
 //	/dev                    null zero full random urandom tty, own devpts, /dev/shm
 //	/tmp /var/tmp /dev/shm  private, size-limited, noexec tmpfs
 //	/run /home /root /mnt /media, /var/lib/soda
@@ -40,7 +49,7 @@ const oldRoot = "/.oldroot"
 // systemTop are the top-level host directories the sandbox sees (read
 // only). Everything else at the top of the host (/srv, /boot, /work, data
 // disks, …) does not exist in the sandbox unless granted.
-var systemTop = []string{"usr", "etc", "var", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "sys"}
+var systemTop = []string{"usr", "etc", "var", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 
 // hiddenTop are top-level directories that exist in the sandbox but empty.
 var hiddenTop = []string{"run", "home", "root", "mnt", "media", "tmp"}
@@ -64,6 +73,9 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	// How the host mounts its cgroup hierarchies, to be mounted the same
+	// way (but rooted at the sandbox's cgroup) once init is placed.
+	cfg.cgroupLayout = hostCgroupLayout()
 	// The new root: a tmpfs mounted over /tmp (of this namespace only),
 	// then pivoted into. The host's /tmp reappears below the old root.
 	if err := unix.Mount("soda-root", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=8m"); err != nil {
@@ -98,6 +110,10 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 				return fmt.Errorf("mount fresh /proc: %w", err)
 			}
 			if err := maskProc(); err != nil {
+				return err
+			}
+		case name == "sys":
+			if err := mountSys(); err != nil {
 				return err
 			}
 		case name == "dev":
@@ -141,6 +157,9 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 	}
 	if err := writeResolvConf(); err != nil {
 		return fmt.Errorf("resolv.conf: %w", err)
+	}
+	if err := maskIdentity(); err != nil {
+		return err
 	}
 
 	// The home and the granted paths.

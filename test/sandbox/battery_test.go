@@ -65,7 +65,13 @@ func (e *env) batteryArgs(user, audit, ws string) []string {
 		"--plant", strings.Join([]string{home + "/.bashrc-planted", "/etc/cron.d/soda-planted", "/var/tmp/soda-planted",
 			"/dev/shm/soda-planted", "/tmp/soda-planted", ws + "/../soda-planted-outside", "/usr/local/bin/soda-planted"}, ","),
 		"--secret-env", "SODA_TEST_SECRET,LD_PRELOAD,SODA_MCP_TOKEN_LEAK",
+		"--host-machine-id", e.hostMachineID,
+		"--host-boot-id", e.hostBootID,
+		"--host-cmdline-sha256", e.hostCmdlineSHA,
 	)
+	if e.hostMACs != "" {
+		args = append(args, "--host-macs", e.hostMACs)
+	}
 	return args
 }
 

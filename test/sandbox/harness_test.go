@@ -42,6 +42,9 @@ type env struct {
 	sdbox   string
 	skipMsg string
 	hostPID string // pid of listeners.py in the box
+	// What names the box (the sandbox's host): its machine-id, boot id,
+	// SHA-256 of its kernel command line, its MAC addresses.
+	hostMachineID, hostBootID, hostCmdlineSHA, hostMACs string
 }
 
 var theEnv env
@@ -138,6 +141,9 @@ func (e *env) setup() error {
 		// A public address of the box's own (as a host with a public
 		// address has), which hostaddr.test resolves to.
 		"ip addr add 1.2.3.4/32 dev lo",
+		// A network device of the box's own (its network namespace has
+		// only lo otherwise), which the sandbox must not see.
+		"ip link add soda-test0 type veth peer name soda-test1",
 		// A test resolver: the names below resolve from /etc/hosts only.
 		"printf '%s\\n' '1.2.3.4 hostaddr.test' '127.0.0.1 loop.test' '10.0.0.1 evil.test' '169.254.169.254 meta.test' '::ffff:127.0.0.1 v6map.test' '100.64.1.1 cgnat.test' '93.184.216.34 public.test' >> /etc/hosts",
 		fmt.Sprintf("systemd-run --quiet --unit soda-test-listeners -p StandardError=journal %s", listeners),
@@ -155,6 +161,26 @@ func (e *env) setup() error {
 		return fmt.Errorf("box setup: %v\n%s", r.err, r)
 	}
 	e.hostPID = strings.TrimSpace(r.stdout)
+	r = e.exec(execOpts{}, "sh", "-c", "cat /etc/machine-id /proc/sys/kernel/random/boot_id; sha256sum /proc/cmdline | cut -d' ' -f1; "+
+		"cat /sys/class/net/*/address | grep -v '^00:00:00:00:00:00$' | sort -u | paste -sd, -")
+	ids := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.err != nil || len(ids) < 3 {
+		return fmt.Errorf("read the box's identity: %v\n%s", r.err, r)
+	}
+	e.hostMachineID, e.hostBootID, e.hostCmdlineSHA = ids[0], ids[1], ids[2]
+	macs := []string{}
+	if len(ids) > 3 && ids[3] != "" {
+		macs = strings.Split(ids[3], ",")
+	}
+	// And the real host's, outside the box.
+	if files, _ := filepath.Glob("/sys/class/net/*/address"); len(files) > 0 {
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) != "00:00:00:00:00:00" {
+				macs = append(macs, strings.TrimSpace(string(b)))
+			}
+		}
+	}
+	e.hostMACs = strings.Join(macs, ",")
 	return nil
 }
 

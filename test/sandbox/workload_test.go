@@ -135,6 +135,29 @@ func TestResourceLimits(t *testing.T) {
 			t.Logf("cpu: %.2f CPU-seconds in %.2f s (%.0f%% of one CPU, limit 50%%)", out.CPU, out.Wall, 100*ratio)
 		}
 	})
+	// The sandbox's own cgroup namespace: its cgroup is "/", and the
+	// hierarchies at /sys/fs/cgroup (read-only, laid out as the host has
+	// them: v1 controllers and cgroup2 here) are rooted there, so that the
+	// limits at the top are the sandbox's, which runtimes read (Node's
+	// process.constrainedMemory(), Go's GOMAXPROCS, the JVM's heap).
+	t.Run("runtimes-read-limits", func(t *testing.T) {
+		script := strings.Join([]string{
+			"grep -v ':/$' /proc/self/cgroup || echo cgroup-root-only",
+			"echo mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)",
+			"echo pids=$(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max)",
+			"echo node=$(node -e 'console.log(process.constrainedMemory())')",
+			"echo 1 > /sys/fs/cgroup/pids/pids.max 2>/dev/null && echo cgroup-writable || echo cgroup-readonly",
+		}, "\n")
+		r := e.sodactl(execOpts{}, "--memory", "300M", "--tasks", "77", "--", "sh", "-c", script)
+		if r.err != nil {
+			t.Fatalf("%s", r)
+		}
+		for _, want := range []string{"cgroup-root-only\n", "mem=314572800\n", "pids=77\n", "node=314572800\n", "cgroup-readonly\n"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("output lacks %q:\n%s", want, r)
+			}
+		}
+	})
 	t.Run("orphans", func(t *testing.T) {
 		r := e.sodactl(execOpts{}, "--", e.probe(), "orphan")
 		if r.err != nil {

@@ -29,6 +29,10 @@
 //	--allow-connect T     host:port echo target the relay must pass
 //	--workspace DIR       the writable workspace
 //	--host-home DIR       the invoking user's real home (hidden inside)
+//	--host-machine-id ID  the host's machine-id (the sandbox must see another)
+//	--host-boot-id ID     the host's boot id (likewise)
+//	--host-cmdline-sha256 H  SHA-256 of the host's /proc/cmdline (likewise)
+//	--host-macs LIST      the host's MAC addresses (none may be visible)
 //	--plant PATHS         files to try to create (the harness checks the host)
 //	--secret-env NAMES    variables that must not be visible
 //	--offhost-tcp LIST    off-host TCP targets (default 169.254.169.254:80,8.8.8.8:53)
@@ -199,6 +203,8 @@ type config struct {
 	hostPID, hostTCP                              int
 	proxy, allowConnect, workspace, hostHome      string
 	resolver, dnsName                             string
+	hostMachineID, hostBootID, hostCmdlineSHA     string
+	hostMACs                                      listFlag
 	offhostExplicit, offhostForce                 bool
 	timeout                                       time.Duration
 	only                                          *regexp.Regexp
@@ -225,6 +231,10 @@ func parseBattery(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.allowConnect, "allow-connect", "", "host:port echo target the relay must pass")
 	fs.StringVar(&c.workspace, "workspace", "", "writable workspace directory")
 	fs.StringVar(&c.hostHome, "host-home", "", "the invoking user's real home directory")
+	fs.StringVar(&c.hostMachineID, "host-machine-id", "", "the host's /etc/machine-id")
+	fs.StringVar(&c.hostBootID, "host-boot-id", "", "the host's /proc/sys/kernel/random/boot_id")
+	fs.StringVar(&c.hostCmdlineSHA, "host-cmdline-sha256", "", "SHA-256 (hex) of the host's /proc/cmdline")
+	fs.Var(&c.hostMACs, "host-macs", "comma-separated MAC addresses of the host's network devices")
 	fs.Var(&c.plant, "plant", "comma-separated paths to try to create")
 	fs.Var(&c.secretEnv, "secret-env", "comma-separated variable names that must be absent")
 	fs.Var(&c.offhostTCP, "offhost-tcp", "comma-separated off-host TCP targets")
@@ -321,6 +331,7 @@ func (b *battery) probes(fdErr error) []probe {
 	ps = append(ps, b.bindProbes()...)        // row 20
 	ps = append(ps, b.privilegeProbes()...)   // rows 21-23
 	ps = append(ps, b.writeSystemProbes()...) // row 24
+	ps = append(ps, b.hostIDProbes()...)      // row 25
 	return ps
 }
 

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -436,6 +439,8 @@ func TestUnconfined(t *testing.T) {
 	}
 	defer leak.Close()
 
+	hostID := readHostIdentity(t)
+
 	t.Run("battery", func(t *testing.T) {
 		rows := runBattery(t, bin,
 			hostEnv("SBXPROBE_TEST_SECRET=1", "PYTHONPATH=/nonexistent"),
@@ -454,6 +459,10 @@ func TestUnconfined(t *testing.T) {
 			"--offhost-tcp", fmt.Sprintf("127.0.0.1:%d", port),
 			"--offhost-udp", dns,
 			"--resolver", dns,
+			"--host-machine-id", hostID.machineID,
+			"--host-boot-id", hostID.bootID,
+			"--host-cmdline-sha256", hostID.cmdlineSHA,
+			"--host-macs", cmp.Or(hostID.macs, "00:00:5e:00:53:00"), // RFC 7042's documentation MAC when the host has none
 		)
 		for name, r := range rows {
 			if r.Skipped {
@@ -514,6 +523,14 @@ func TestUnconfined(t *testing.T) {
 			{"fsopen tmpfs", root, false},
 			{"capabilities", root, false},
 			{"no_new_privs", selfNoNewPrivs() == "0", false},
+			// What names this host is what the probes read here.
+			{"host-cgroup-path", hostID.cgroupNotRoot, false},
+			{"host-machine-id", true, false},
+			{"host-boot-id", true, false},
+			{"host-cmdline", true, false},
+			{"sys-net-devices", hostID.macs != "", false},
+			{"host-macs", hostID.macs != "", false},
+			{"sys-block", hostID.disks, false},
 			// The fake relay holds this port, so nothing can shadow it.
 			{"bind 127.0.0.1:" + proxy[strings.LastIndex(proxy, ":")+1:], true, true},
 		}
@@ -550,7 +567,8 @@ func TestUnconfined(t *testing.T) {
 	t.Run("battery-without-inputs", func(t *testing.T) {
 		rows := runBattery(t, bin, hostEnv(), nil, "--proxy", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 		for _, name := range []string{"allowed-connect", "unix-path", "host-pid", "workspace", "exec-workspace",
-			"plant", "secret-env", "host-tcp", "deny-connect", "proxy host-header mismatch"} {
+			"plant", "secret-env", "host-tcp", "deny-connect", "proxy host-header mismatch",
+			"host-machine-id", "host-boot-id", "host-cmdline", "host-macs"} {
 			r, ok := rows[name]
 			if !ok || !r.Skipped || !strings.HasPrefix(r.Detail, "no --") && !strings.HasPrefix(r.Detail, "needs --") {
 				t.Errorf("%s: want a skipped row naming the missing flag, got %+v (present %v)", name, r, ok)
@@ -777,4 +795,51 @@ func TestConfined(t *testing.T) {
 func canReadAsOther(dir string) bool {
 	st, err := os.Stat(dir)
 	return err == nil && st.Mode().Perm()&0o005 == 0o005
+}
+
+// hostIdentity is what names this host, for the row-25 flags.
+type hostIdentity struct {
+	machineID, bootID, cmdlineSHA, macs string
+	cgroupNotRoot, disks                bool
+}
+
+// readHostIdentity reads this host's machine-id, boot id, kernel command
+// line hash, MAC addresses, and whether its cgroup and disks show; a host
+// without a machine-id gets one that /etc/machine-id cannot match.
+func readHostIdentity(t *testing.T) hostIdentity {
+	t.Helper()
+	var h hostIdentity
+	mid, err := os.ReadFile("/etc/machine-id")
+	if err != nil {
+		t.Skipf("no /etc/machine-id on this host: %v", err)
+	}
+	h.machineID = strings.TrimSpace(string(mid))
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.bootID = strings.TrimSpace(string(boot))
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(cmdline)
+	h.cmdlineSHA = hex.EncodeToString(sum[:])
+	var macs []string
+	files, _ := filepath.Glob("/sys/class/net/*/address")
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) != "00:00:00:00:00:00" {
+			macs = append(macs, strings.TrimSpace(string(b)))
+		}
+	}
+	h.macs = strings.Join(macs, ",")
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	for _, l := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		if parts := strings.SplitN(l, ":", 3); len(parts) == 3 && parts[2] != "/" {
+			h.cgroupNotRoot = true
+		}
+	}
+	disks, _ := os.ReadDir("/sys/block")
+	h.disks = len(disks) > 0
+	return h
 }
