@@ -609,7 +609,7 @@ func (e *env) noteLedger(t *testing.T, ledger string) {
 			t.Errorf("ledger record %s names no cgroup: recovery could not find the child's group", r.ID)
 		}
 		if r.PidStart == 0 || r.SupStart == 0 {
-			t.Logf("NOTE: ledger record %s has pid_start %d, supervisor_start %d (soda-mcpd did not get their start times when it wrote the record): recovery then skips the process group and the supervisor and relies on the cgroup %s alone", r.ID, r.PidStart, r.SupStart, r.Cgroup)
+			t.Logf("NOTE: ledger record %s has pid_start %d, supervisor_start %d (ProtectProc=invisible hides their /proc from soda-mcpd: gid soda, no CAP_SYS_PTRACE): recovery then skips the process group and the supervisor and relies on the cgroup %s alone", r.ID, r.PidStart, r.SupStart, r.Cgroup)
 		}
 	}
 }
