@@ -39,6 +39,9 @@ type figures struct {
 	restartProbes   string
 	lateClient      string
 	mcpdMainPIDs    string
+	killMain        string   // kill -9 of soda-mcpd with 3 sessions
+	killSupervisors []string // supervisors, then soda-mcpd, killed
+	stopSessions    string   // systemctl stop with 3 sessions
 	subtestOutcomes []string
 }
 
@@ -142,6 +145,11 @@ func TestSystemd(t *testing.T) {
 		{"d_child_scope_with_limits", e.testScope},
 		{"e_memory_hog_killed_others_carry_on", e.testMemoryHog},
 		{"h_credential_reaches_child_only", e.testCredential},
+		{"l_child_least_privilege", e.testChildPrivileges},
+		{"m_child_user_nobody", e.testChildUser},
+		{"n_kill_mainpid_leaves_nothing", e.testKillMainPID},
+		{"o_kill_supervisors_then_mainpid_nothing_left", e.testKillSupervisors},
+		{"p_stop_with_sessions_leaves_nothing", e.testStopSessions},
 		{"f_restart_with_call_in_flight", e.testRestart},
 		{"g_stop_leaves_nothing", e.testStop},
 		{"i_verify_and_security", e.testVerify},
@@ -280,8 +288,10 @@ TasksMax=32
 		b.write(t, "/etc/systemd/system/soda-mcp@"+name+".service.d/cred.conf",
 			"[Service]\nLoadCredential=demo:/etc/soda/demo.secret\n", "0644")
 	}
+	e.setupChildren(t)
 	must(t, b.run("systemctl", "daemon-reload"))
-	must(t, b.run("systemctl", "start", "soda-mcp@everything.socket", "soda-mcp@echo.socket", "soda-mcp@hog.socket"))
+	must(t, b.run("systemctl", "start", "soda-mcp@everything.socket", "soda-mcp@echo.socket", "soda-mcp@hog.socket",
+		"soda-mcp@probe.socket", "soda-mcp@nobody.socket", "soda-mcp@kill.socket"))
 	done = true
 }
 
@@ -912,6 +922,15 @@ func (e *env) writeResults(t *testing.T) {
 	if f.restartTook > 0 {
 		fmt.Fprintf(&s, "| `systemctl restart` with a 5 s call in flight | %s; %s | call completes, nothing refused |\n", f.restartTook.Round(time.Millisecond), f.restartProbes)
 		fmt.Fprintf(&s, "| client opened during that restart | %s | served |\n", f.lateClient)
+	}
+	for _, r := range []struct{ what, got, want string }{
+		{"`kill -9` of soda-mcpd (shipped unit, Restart=on-failure) with 3 sessions of `" + killServer + "`", f.killMain, "nothing left"},
+		{"supervisors, then soda-mcpd killed (Restart=no), then a connection", strings.Join(f.killSupervisors, "; "), "nothing left after READY=1"},
+		{"`systemctl stop` with 3 such sessions", f.stopSessions, "no supervisor, no scope"},
+	} {
+		if r.got != "" {
+			fmt.Fprintf(&s, "| %s | %s | %s |\n", r.what, r.got, r.want)
+		}
 	}
 	if len(f.benchRuns) > 0 {
 		fmt.Fprintf(&s, "\nAll activation runs (ms): %v\n", f.benchRuns)
