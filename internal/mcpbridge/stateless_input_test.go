@@ -406,6 +406,28 @@ func TestStatelessInputMaxCalls(t *testing.T) {
 	waitInputsFreed(t, h)
 }
 
+// TestStatelessInputPerCallBound: a call that asks more than 16 things at
+// once has the rest refused; the 16 held come in one round.
+func TestStatelessInputPerCallBound(t *testing.T) {
+	h := newHarness(t, harnessOpts{argv: askChild(t)})
+	reqs, state := inputRequired(t, h.statelessCall(1, "tools/call", `{"name":"ask_many","arguments":{"n":20}}`))
+	if len(reqs) != 16 {
+		t.Fatalf("%d input requests held, want 16", len(reqs))
+	}
+	answers := map[string]any{}
+	for k := range reqs {
+		answers[k] = acceptAlice
+	}
+	b, _ := json.Marshal(map[string]any{"name": "ask_many", "arguments": map[string]any{"n": 20}, "inputResponses": answers, "requestState": state})
+	if txt := complete(t, h.statelessCall(2, "tools/call", string(b))); !strings.Contains(txt, "answered 16 refused 4") {
+		t.Fatalf("answer %s", txt)
+	}
+	if !strings.Contains(h.Logs.String(), "limit=inputs_per_call") {
+		t.Fatal("the limit was not logged")
+	}
+	waitInputsFreed(t, h)
+}
+
 // complete2 returns the text of a result that took the plain path (which
 // may or may not add resultType).
 func complete2(t *testing.T, m map[string]any) string {

@@ -4,7 +4,7 @@
 // tools/call runs. The bridge's tests of input-required translation use it.
 //
 // Tools: ask_one (one elicitation), ask_three (elicitation, sampling and
-// roots at once), ask_rounds (two elicitations one after the other),
+// roots at once), ask_many (arguments.n elicitations at once, default 20), ask_rounds (two elicitations one after the other),
 // ask_slow (one elicitation, then arguments.ms, default 5000, of work), ask_cancel (an elicitation
 // the server cancels itself after 200 ms).
 // Everything the server learns goes to stderr as "askchild: ...".
@@ -47,6 +47,12 @@ const tools = {
     ]);
     log("ask_three got " + rs.map(show).join(" | "));
     return text("ask_three: " + rs.map(show).join(" | "));
+  },
+  async ask_many(args) {
+    const rs = await Promise.all(Array.from({ length: args.n ?? 20 }, (_, i) => elicit("Q" + i).reply));
+    const refused = rs.filter((r) => r.error).length;
+    log(`ask_many answered ${rs.length - refused} refused ${refused}`);
+    return text(`ask_many: answered ${rs.length - refused} refused ${refused}`);
   },
   async ask_rounds() {
     const a = await elicit("Step 1: name?").reply;
