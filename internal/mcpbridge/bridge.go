@@ -71,6 +71,7 @@ type Bridge struct {
 	cancel context.CancelFunc
 
 	shared *sharedChild
+	inputs *inputManager // input requests of stateless calls
 
 	inflight atomic.Int64
 	started  atomic.Int64
@@ -90,6 +91,7 @@ func New(log *slog.Logger, opts Options) *Bridge {
 	b := &Bridge{opts: opts, log: log, sessions: map[string]*Session{}, slotFreed: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.shared = &sharedChild{b: b}
+	b.inputs = newInputManager(b)
 	return b
 }
 

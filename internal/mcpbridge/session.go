@@ -80,6 +80,9 @@ type Session struct {
 	onStopped func(*Session)
 	legacy    bool
 	shared    bool // the stateless pool's child
+	// fromChild, if set, may take a message of the shared child that is
+	// not tied to a request (see inputManager.fromChild).
+	fromChild func(*Session, message) bool
 	started   time.Time
 
 	writeMu  sync.Mutex
@@ -250,7 +253,9 @@ func (s *Session) route(line []byte, garbage *rate.Limiter) {
 	}
 	if s.shared {
 		s.mu.Unlock()
-		s.refuseShared(m)
+		if s.fromChild == nil || !s.fromChild(s, m) {
+			s.refuseShared(m)
+		}
 		return
 	}
 	s.mu.Unlock()

@@ -124,12 +124,13 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 	b.live.Add(1)
 	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
 	s.shared = true
+	s.fromChild = b.inputs.fromChild
 	log.Info("stateless child start", "pid", proc.Pid(), "group", proc.Group().String())
 
 	st := newStream(false)
 	reqID := "soda-init"
 	m := message{
-		raw:  fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%q,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"soda-mcpd","version":"stateless-bridge"}}}`, reqID),
+		raw:  fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%q,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{},"sampling":{}},"clientInfo":{"name":"soda-mcpd","version":"stateless-bridge"}}}`, reqID),
 		kind: kindRequest, id: "s:" + reqID, method: "initialize",
 	}
 	if _, err := s.register(st, []message{m}); err != nil {
@@ -235,6 +236,11 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request, msgs []m
 		writeDiscover(w, rawID(m.id), init)
 		return
 	}
+	handled, release := b.inputs.serve(w, r, s, m, sse)
+	if handled {
+		return
+	}
+	defer release()
 	newID := "soda-" + strconv.FormatInt(b.shared.next.Add(1), 10)
 	st := newStream(sse)
 	st.origIDs = map[string]json.RawMessage{"s:" + newID: rawID(m.id)}

@@ -1,0 +1,681 @@
+package mcpbridge
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Input requests for stateless clients (2026-07-28, SEP-2322).
+//
+// A child of an older revision asks its client something (elicitation,
+// sampling, roots) with a request of its own while it serves a call. A
+// stateless client has no channel for such requests; its revision instead
+// answers the call with an InputRequiredResult:
+//
+//	{"resultType":"input_required",
+//	 "inputRequests":{"input-1":{"method":"elicitation/create","params":{…}}},
+//	 "requestState":"…"}
+//
+// and the client sends the same request again with
+// params.inputResponses {"input-1": <the result>} and params.requestState.
+//
+// The bridge maps one onto the other. The child's call stays open on the
+// bridge side (an inputCall); the child's requests are held and listed in
+// the InputRequiredResult; requestState is an opaque random token naming
+// the held call, bound to the caller's credential, the method and the tool,
+// prompt or resource, usable once and for a bounded time. The follow-up's
+// responses are written to the child as the answers to its requests, and
+// the follow-up POST then waits for the call's final result, or for the
+// next round of input requests.
+
+// Bounds of the input translation.
+const (
+	// defaultInputTTL is how long a held call waits for the client's
+	// follow-up before the child's requests are answered with an error and
+	// the call is cancelled.
+	defaultInputTTL = 5 * time.Minute
+	// defaultInputGather is how long the bridge waits after the child's
+	// first request for more before answering the client, so that requests
+	// the child sends together reach the client in one round.
+	defaultInputGather = 30 * time.Millisecond
+	// defaultMaxInputCalls bounds the calls per bridge held for a client's
+	// follow-up; a call that would be one more gets its child's requests
+	// answered with an error instead.
+	defaultMaxInputCalls = 64
+	// maxInputsPerCall bounds the child's requests held for one call.
+	maxInputsPerCall = 16
+	// maxInputBytes bounds the size of the child's requests held for one
+	// call.
+	maxInputBytes = 1 << 20
+)
+
+// codeInvalidParams is JSON-RPC's invalid params, used for bad, unknown or
+// expired requestState and malformed inputResponses.
+const codeInvalidParams = -32602
+
+// inputManager keeps the stateless calls that may ask for input.
+type inputManager struct {
+	b *Bridge
+
+	mu       sync.Mutex
+	ttl      time.Duration
+	gather   time.Duration
+	maxCalls int
+	calls    map[string]*inputCall // by the child's id of the call
+	states   map[string]*inputCall // by requestState token, held calls only
+	held     map[string]*inputCall // by the child's id of a held request
+	// plain counts calls of input methods from clients that declared no
+	// capability to answer: they run the plain way, but the child's
+	// requests could come from them too.
+	plain int
+}
+
+func newInputManager(b *Bridge) *inputManager {
+	return &inputManager{
+		b: b, ttl: defaultInputTTL, gather: defaultInputGather, maxCalls: defaultMaxInputCalls,
+		calls: map[string]*inputCall{}, states: map[string]*inputCall{}, held: map[string]*inputCall{},
+	}
+}
+
+// inputCaps are the client capabilities a child's request needs.
+type inputCaps struct{ elicitation, sampling, roots bool }
+
+func (c inputCaps) any() bool { return c.elicitation || c.sampling || c.roots }
+
+func (c inputCaps) allows(method string) bool {
+	switch method {
+	case "elicitation/create":
+		return c.elicitation
+	case "sampling/createMessage":
+		return c.sampling
+	case "roots/list":
+		return c.roots
+	}
+	return false
+}
+
+// inputParams are the fields of a stateless request the translation needs.
+type inputParams struct {
+	caps      inputCaps
+	target    string // params.name or params.uri
+	hasState  bool
+	state     string
+	responses json.RawMessage // params.inputResponses, as sent
+}
+
+func parseInputParams(raw []byte) inputParams {
+	var env struct {
+		Params struct {
+			Meta struct {
+				Caps map[string]json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+			} `json:"_meta"`
+			Name           string          `json:"name"`
+			URI            string          `json:"uri"`
+			RequestState   *string         `json:"requestState"`
+			InputResponses json.RawMessage `json:"inputResponses"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(raw, &env)
+	p := env.Params
+	has := func(k string) bool { v, ok := p.Meta.Caps[k]; return ok && !bytes.Equal(v, []byte("null")) }
+	out := inputParams{
+		caps:      inputCaps{elicitation: has("elicitation"), sampling: has("sampling"), roots: has("roots")},
+		target:    p.Name + p.URI,
+		responses: p.InputResponses,
+	}
+	if p.RequestState != nil {
+		out.hasState, out.state = true, *p.RequestState
+	}
+	return out
+}
+
+// inputMethods are the requests on which 2026-07-28 allows an
+// InputRequiredResult.
+func inputMethod(method string) bool {
+	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
+}
+
+// owner binds a state to the caller's credential.
+func owner(r *http.Request) [32]byte { return sha256.Sum256([]byte(r.Header.Get("Authorization"))) }
+
+// heldInput is one request of the child waiting for the client's answer.
+type heldInput struct {
+	key      string          // the inputRequests key shown to the client
+	childKey string          // canonical id of the child's request
+	childID  json.RawMessage // the child's id, as it sent it
+	method   string
+	params   json.RawMessage
+	size     int
+}
+
+// inputCall is a stateless call that may ask for input: it lives from the
+// first POST until the child's final answer, across any number of rounds.
+type inputCall struct {
+	im     *inputManager
+	s      *Session
+	key    string // canonical id of the call in the child
+	method string
+	target string
+	caps   inputCaps
+	owner  [32]byte
+	st     *stream
+
+	reqs    chan heldInput // the child's requests, from the stdout reader
+	cancels chan string    // the child cancelled one of its requests
+	join    chan *inputRound
+	done    chan struct{}
+
+	// guarded by im.mu
+	nheld, heldBytes int
+	token            string
+	running          bool // a POST waits on the call (else it is held)
+}
+
+// inputRound is one POST waiting on an inputCall.
+type inputRound struct {
+	id        json.RawMessage // the client's id of this POST
+	responses map[string]json.RawMessage
+	ev        chan roundEvent
+	gone      chan struct{} // closed when the POST's handler returns
+}
+
+type roundEvent struct {
+	raw  []byte
+	last bool
+}
+
+func newRound(id json.RawMessage, responses map[string]json.RawMessage) *inputRound {
+	return &inputRound{id: id, responses: responses, ev: make(chan roundEvent, 16), gone: make(chan struct{})}
+}
+
+// serve takes a stateless request if it belongs to the input translation:
+// a follow-up carrying requestState, or a call that may ask for input from
+// a client that declared a capability to answer. It reports whether it
+// answered the request; if not, the caller serves it the plain way and
+// calls release when done.
+func (im *inputManager) serve(w http.ResponseWriter, r *http.Request, s *Session, m message, sse bool) (handled bool, release func()) {
+	p := parseInputParams(m.raw)
+	if p.hasState {
+		im.followUp(w, r, m, p, sse)
+		return true, nil
+	}
+	if !inputMethod(m.method) {
+		return false, func() {}
+	}
+	if !p.caps.any() {
+		im.mu.Lock()
+		im.plain++
+		im.mu.Unlock()
+		return false, func() {
+			im.mu.Lock()
+			im.plain--
+			im.mu.Unlock()
+		}
+	}
+	newID := "soda-" + strconv.FormatInt(im.b.shared.next.Add(1), 10)
+	c := &inputCall{
+		im: im, s: s, key: "s:" + newID, method: m.method, target: p.target, caps: p.caps, owner: owner(r),
+		st:   newStream(false),
+		reqs: make(chan heldInput, maxInputsPerCall), cancels: make(chan string, maxInputsPerCall),
+		join: make(chan *inputRound), done: make(chan struct{}), running: true,
+	}
+	im.mu.Lock()
+	im.calls[c.key] = c
+	im.mu.Unlock()
+
+	fwd := m
+	fwd.raw = rewriteID(m.raw, json.RawMessage(strconv.Quote(newID)))
+	fwd.id = c.key
+	if !s.begin() {
+		im.drop(c)
+		httpError(w, http.StatusBadGateway, m.id, codeServerGone, "the MCP server has stopped")
+		return true, nil
+	}
+	if _, err := s.register(c.st, []message{fwd}); err != nil {
+		s.done()
+		im.drop(c)
+		httpError(w, http.StatusBadGateway, m.id, codeServerGone, "the MCP server has stopped")
+		return true, nil
+	}
+	rd := newRound(rawID(m.id), nil)
+	go c.run(rd)
+	s.calls.Add(1)
+	im.b.calls.Add(1)
+	if err := s.write(fwd.raw); err != nil {
+		s.log.Warn("MCP server does not read its stdin, ending session", "err", err)
+		s.end("MCP server stopped reading its input: " + err.Error())
+	}
+	im.wait(w, r, s, rd, sse)
+	return true, nil
+}
+
+// drop forgets a call that never started.
+func (im *inputManager) drop(c *inputCall) {
+	im.mu.Lock()
+	delete(im.calls, c.key)
+	im.mu.Unlock()
+}
+
+// followUp serves a request carrying requestState.
+func (im *inputManager) followUp(w http.ResponseWriter, r *http.Request, m message, p inputParams, sse bool) {
+	bad := func(msg string) { httpError(w, http.StatusOK, m.id, codeInvalidParams, msg) }
+	var responses map[string]json.RawMessage
+	if len(p.responses) > 0 && !bytes.Equal(p.responses, []byte("null")) {
+		if err := json.Unmarshal(p.responses, &responses); err != nil {
+			bad("inputResponses must be an object mapping input request keys to results")
+			return
+		}
+		for k, v := range responses {
+			if v = bytes.TrimSpace(v); len(v) == 0 || v[0] != '{' {
+				bad(fmt.Sprintf("inputResponses[%q] must be a result object", k))
+				return
+			}
+		}
+	} else if p.responses != nil {
+		bad("inputResponses must be an object, not null")
+		return
+	}
+	own := owner(r)
+	im.mu.Lock()
+	c := im.states[p.state]
+	if c == nil || subtle.ConstantTimeCompare(c.owner[:], own[:]) != 1 || c.method != m.method || c.target != p.target {
+		im.mu.Unlock()
+		bad("unknown, expired or tampered requestState: it names no call waiting for input from this client with this method and " + targetWord(m.method))
+		return
+	}
+	delete(im.states, p.state) // a state is good for one follow-up
+	c.token = ""
+	im.mu.Unlock()
+	rd := newRound(rawID(m.id), responses)
+	select {
+	case c.join <- rd:
+	case <-c.done:
+		bad("expired requestState: the call no longer waits for input")
+		return
+	}
+	im.wait(w, r, c.s, rd, sse)
+}
+
+func targetWord(method string) string {
+	switch method {
+	case "resources/read":
+		return "uri"
+	}
+	return "name"
+}
+
+// wait writes what the call sends to this round's POST until its last
+// message, or until the client leaves. The POST counts as in flight for
+// Shutdown's drain, like a relayed one.
+func (im *inputManager) wait(w http.ResponseWriter, r *http.Request, s *Session, rd *inputRound, sse bool) {
+	im.b.inflight.Add(1)
+	defer im.b.inflight.Add(-1)
+	defer close(rd.gone)
+	out := &responder{w: w, rc: http.NewResponseController(w), st: &stream{sse: sse}, s: s, b: im.b, wrote: make(chan struct{})}
+	for {
+		select {
+		case e := <-rd.ev:
+			out.add(e.raw, e.last, e.last)
+			if e.last {
+				out.finish()
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// fromChild is called by the shared child's stdout reader for every
+// message not tied to a request of a stream. It takes the child's requests
+// it can attribute to exactly one call whose client can answer them, and
+// the child's cancellations of held requests. It must not block; it reports
+// whether it took m (else the caller refuses it).
+func (im *inputManager) fromChild(s *Session, m message) bool {
+	switch m.kind {
+	case kindNotification:
+		if m.method != "notifications/cancelled" || m.requestID == "" {
+			return false
+		}
+		im.mu.Lock()
+		c := im.held[m.requestID]
+		im.mu.Unlock()
+		if c == nil {
+			return false
+		}
+		select {
+		case c.cancels <- m.requestID:
+		default:
+		}
+		return true
+	case kindRequest:
+	default:
+		return false
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(m.raw, &req); err != nil {
+		return false
+	}
+	im.mu.Lock()
+	c, n := im.attribute(s)
+	if c == nil || !c.caps.allows(m.method) {
+		im.mu.Unlock()
+		if n > 1 {
+			s.log.Warn("server request refused: several stateless calls could have sent it", "method", m.method, "calls", n)
+			refuseChild(s, m, fmt.Sprintf("%s is not available: %d stateless calls are in flight and the stdio revision does not say which one asks", m.method, n))
+			return true
+		}
+		return false
+	}
+	if c.nheld >= maxInputsPerCall || c.heldBytes+len(m.raw) > maxInputBytes {
+		im.mu.Unlock()
+		s.log.Warn("limit hit", "limit", "inputs_per_call", "max", maxInputsPerCall, "max_bytes", maxInputBytes)
+		refuseChild(s, m, fmt.Sprintf("%s is not available: this call already waits for %d inputs (%d bytes)", m.method, c.nheld, c.heldBytes))
+		return true
+	}
+	h := heldInput{childKey: m.id, childID: req.ID, method: m.method, params: req.Params, size: len(m.raw)}
+	select {
+	case c.reqs <- h:
+		c.nheld++
+		c.heldBytes += h.size
+		im.held[m.id] = c
+		im.mu.Unlock()
+	default:
+		im.mu.Unlock()
+		refuseChild(s, m, m.method+" is not available: too many inputs pending for this call")
+	}
+	return true
+}
+
+// attribute picks the call a request of the shared child s belongs to: the
+// only call of an input method that a POST waits on (counting those served
+// the plain way), or, if no POST waits on any, the only call held for a
+// follow-up. It returns nil and the number of candidates when there is no
+// single one. im.mu must be held.
+func (im *inputManager) attribute(s *Session) (*inputCall, int) {
+	var run, held *inputCall
+	nrun, nheld := im.plain, 0
+	for _, c := range im.calls {
+		if c.s != s {
+			continue
+		}
+		if c.running {
+			run = c
+			nrun++
+		} else {
+			held = c
+			nheld++
+		}
+	}
+	switch {
+	case nrun == 1 && run != nil:
+		return run, 1
+	case nrun > 0:
+		return nil, nrun
+	case nheld == 1:
+		return held, 1
+	}
+	return nil, nheld
+}
+
+// refuseChild answers a request of the child with an error.
+func refuseChild(s *Session, m message, msg string) {
+	if err := s.write(errorResponseID(rawID(m.id), codeMethodNotFound, msg, nil)); err != nil {
+		s.log.Debug("refuse server request", "err", err)
+	}
+}
+
+// run drives one call: rd is the POST that started it.
+func (c *inputCall) run(rd *inputRound) {
+	im, s := c.im, c.s
+	im.mu.Lock()
+	gatherFor, ttl := im.gather, im.ttl
+	im.mu.Unlock()
+	callTimeout := im.b.opts.CallTimeout
+	if callTimeout <= 0 {
+		callTimeout = 5 * time.Minute
+	}
+	var (
+		cur    = rd
+		held   []heldInput
+		final  []byte // the child's answer, come while no POST waited
+		serial int
+	)
+	idle := time.NewTimer(callTimeout)
+	defer idle.Stop()
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	gathering := false
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer gather.Stop()
+	defer expiry.Stop()
+
+	reason := ""
+	defer func() { c.finish(held, reason) }()
+
+	unhold := func(i int) {
+		h := held[i]
+		held = append(held[:i], held[i+1:]...)
+		im.mu.Lock()
+		delete(im.held, h.childKey)
+		c.nheld--
+		c.heldBytes -= h.size
+		im.mu.Unlock()
+	}
+	send := func(raw []byte, last bool) bool {
+		select {
+		case cur.ev <- roundEvent{raw: raw, last: last}:
+			return true
+		case <-cur.gone:
+			return false
+		}
+	}
+	// ask answers the current POST with the held requests and a new state
+	// and holds the call. If too many calls are held, the child's requests
+	// are refused instead and the POST goes on waiting for the result.
+	ask := func() bool {
+		token := rand.Text()
+		im.mu.Lock()
+		if len(im.states) >= im.maxCalls {
+			max := im.maxCalls
+			im.mu.Unlock()
+			im.b.log.Warn("limit hit", "limit", "input_calls", "max", max)
+			for len(held) > 0 {
+				msg := fmt.Sprintf("%s is not available: %d stateless calls already wait for input", held[0].method, max)
+				if err := s.write(errorResponseID(held[0].childID, codeMethodNotFound, msg, nil)); err != nil {
+					s.log.Debug("refuse server request", "err", err)
+				}
+				unhold(0)
+			}
+			return true
+		}
+		im.states[token] = c
+		c.token = token
+		c.running = false
+		im.mu.Unlock()
+		ok := send(inputRequiredResponse(cur.id, held, token), true)
+		cur = nil
+		idle.Stop()
+		expiry.Reset(ttl)
+		return ok
+	}
+	for {
+		var gone <-chan struct{}
+		if cur != nil {
+			gone = cur.gone
+		}
+		select {
+		case it := <-c.st.ch:
+			if it.respID == c.key {
+				if cur == nil {
+					final = it.raw
+					continue
+				}
+				send(completeResponse(it.raw, cur.id), true)
+				return
+			}
+			if cur != nil && it.raw != nil {
+				send(it.raw, false)
+				idle.Reset(callTimeout)
+			}
+		case h := <-c.reqs:
+			serial++
+			h.key = "input-" + strconv.Itoa(serial)
+			held = append(held, h)
+			if cur != nil && !gathering {
+				gathering = true
+				gather.Reset(gatherFor)
+			}
+		case id := <-c.cancels:
+			for i := range held {
+				if held[i].childKey == id {
+					unhold(i)
+					break
+				}
+			}
+		case <-gather.C:
+			gathering = false
+			if cur != nil && len(held) > 0 && !ask() {
+				reason = "client disconnected"
+				return
+			}
+		case nr := <-c.join:
+			expiry.Stop()
+			im.mu.Lock()
+			c.running = true
+			im.mu.Unlock()
+			cur = nr
+			idle.Reset(callTimeout)
+			if final != nil {
+				send(completeResponse(final, cur.id), true)
+				return
+			}
+			for i := 0; i < len(held); {
+				resp, ok := nr.responses[held[i].key]
+				if !ok {
+					i++
+					continue
+				}
+				msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, held[i].childID, compactLine(resp))
+				if err := s.write(msg); err != nil {
+					s.end("MCP server stopped reading its input: " + err.Error())
+				}
+				unhold(i)
+			}
+			if len(held) > 0 && !ask() { // responses missing: ask again for the rest
+				reason = "client disconnected"
+				return
+			}
+		case <-gone:
+			reason = "client disconnected"
+			return
+		case <-idle.C:
+			if cur == nil {
+				continue
+			}
+			reason = fmt.Sprintf("soda-mcpd: no answer within %s", callTimeout)
+			im.b.log.Warn("limit hit", "limit", "call_timeout", "timeout", callTimeout.String(), "session", s.ID[:8], "requests", 1)
+			send(errorResponseID(cur.id, codeTimeout, fmt.Sprintf("the MCP server did not answer within %s; the request was cancelled", callTimeout), nil), true)
+			return
+		case <-expiry.C:
+			reason = fmt.Sprintf("soda-mcpd: the client did not send the input within %s", ttl)
+			s.log.Info("input request expired", "after", ttl.String(), "inputs", len(held))
+			return
+		case <-s.dead:
+			if cur != nil {
+				send(errorResponseID(cur.id, codeServerGone, s.goneMessage(), nil), true)
+			}
+			return
+		}
+	}
+}
+
+// finish frees the call: the child's requests still held are answered with
+// an error, and the call is cancelled in the child when reason is set.
+func (c *inputCall) finish(held []heldInput, reason string) {
+	im, s := c.im, c.s
+	im.mu.Lock()
+	delete(im.calls, c.key)
+	if c.token != "" {
+		delete(im.states, c.token)
+		c.token = ""
+	}
+	for _, h := range held {
+		delete(im.held, h.childKey)
+	}
+	im.mu.Unlock()
+	close(c.done)
+	if !s.isEnded() {
+		msg := reason
+		if msg == "" {
+			msg = "soda-mcpd: the call ended"
+		}
+		for _, h := range held {
+			if err := s.write(errorResponseID(h.childID, codeTimeout, msg, nil)); err != nil {
+				s.log.Debug("answer held request", "err", err)
+			}
+		}
+	}
+	s.detach(c.st, reason)
+	s.done()
+}
+
+// inputRequiredResponse is the InputRequiredResult listing held.
+func inputRequiredResponse(id json.RawMessage, held []heldInput, token string) []byte {
+	reqs := make(map[string]any, len(held))
+	for _, h := range held {
+		r := map[string]any{"method": h.method}
+		if len(h.params) > 0 && !bytes.Equal(h.params, []byte("null")) {
+			r["params"] = h.params
+		}
+		reqs[h.key] = r
+	}
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"result": map[string]any{
+			"resultType":    "input_required",
+			"inputRequests": reqs,
+			"requestState":  token,
+		},
+	})
+	return b
+}
+
+// completeResponse is the child's final answer with the client's id of the
+// POST it goes to and, for a result, resultType "complete" if it has none.
+func completeResponse(raw []byte, id json.RawMessage) []byte {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return raw
+	}
+	obj["id"] = id
+	if res := obj["result"]; len(res) > 0 && res[0] == '{' {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(res, &fields) == nil {
+			if _, ok := fields["resultType"]; !ok {
+				fields["resultType"] = json.RawMessage(`"complete"`)
+				if b, err := json.Marshal(fields); err == nil {
+					obj["result"] = b
+				}
+			}
+		}
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return raw
+	}
+	return out
+}
