@@ -257,7 +257,7 @@ func rewriteID(msg []byte, id json.RawMessage) []byte {
 		return msg
 	}
 	obj["id"] = id
-	out, err := json.Marshal(obj)
+	out, err := marshalJSON(obj)
 	if err != nil {
 		return msg
 	}

@@ -34,7 +34,12 @@ import (
 //     progress token.
 //   - Requests from the child to the client (sampling, elicitation, roots)
 //     are answered with an error by the bridge: a stateless client has no
-//     channel to receive them. Other notifications not tied to a request are
+//     channel to receive them.
+//   - The request rules of 2026-07-28 are checked by the bridge
+//     (stateless_rules.go), results get what that revision requires
+//     (stateless_result.go), and the child's list_changed and
+//     resources/updated notifications go to subscriptions/listen streams
+//     (stateless_listen.go); other notifications not tied to a request are
 //     dropped.
 type sharedChild struct {
 	b *Bridge

@@ -221,13 +221,13 @@ func tagSubscription(raw []byte, id json.RawMessage) []byte {
 	}
 	meta[metaSubscriptionID] = id
 	var err error
-	if params["_meta"], err = json.Marshal(meta); err != nil {
+	if params["_meta"], err = marshalJSON(meta); err != nil {
 		return raw
 	}
-	if msg["params"], err = json.Marshal(params); err != nil {
+	if msg["params"], err = marshalJSON(params); err != nil {
 		return raw
 	}
-	out, err := json.Marshal(msg)
+	out, err := marshalJSON(msg)
 	if err != nil {
 		return raw
 	}

@@ -100,16 +100,29 @@ func completeResult(raw []byte, method string) []byte {
 	if !changed {
 		return raw
 	}
-	nres, err := json.Marshal(obj)
+	nres, err := marshalJSON(obj)
 	if err != nil {
 		return raw
 	}
 	resp["result"] = nres
-	out, err := json.Marshal(resp)
+	out, err := marshalJSON(resp)
 	if err != nil {
 		return raw
 	}
 	return out
+}
+
+// marshalJSON is json.Marshal without HTML escaping: strings of the child
+// keep their <, > and & as the child wrote them, instead of turning into
+// \u003c and the like on the way through the bridge.
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // setDefault sets obj[key] to the JSON value v unless it is present and not
