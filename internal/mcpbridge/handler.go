@@ -154,12 +154,6 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 
 func (b *Bridge) servePost(w http.ResponseWriter, r *http.Request) {
 	ver := r.Header.Get(headerProtocolVersion)
-	if ver != "" && !supported(ver) {
-		httpErrorData(w, http.StatusBadRequest, json.RawMessage("null"), codeUnsupportedVersion,
-			fmt.Sprintf("unsupported %s %q; supported: %s", headerProtocolVersion, ver, strings.Join(SupportedVersions(), ", ")),
-			map[string]any{"supported": SupportedVersions(), "requested": ver})
-		return
-	}
 	if !accepts(r, "application/json") && !accepts(r, "text/event-stream") {
 		httpError(w, http.StatusNotAcceptable, "", codeInvalidRequest, "Accept must include application/json or text/event-stream")
 		return
@@ -178,14 +172,27 @@ func (b *Bridge) servePost(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "", code, err.Error())
 		return
 	}
+	if ver != "" && !supported(ver) {
+		// Answered with the request's id, so a client can tell which of its
+		// requests was refused.
+		id := json.RawMessage("null")
+		if !batch && msgs[0].kind == kindRequest {
+			id = rawID(msgs[0].id)
+		}
+		unsupportedVersion(ver).write(w, id)
+		return
+	}
 	sse := accepts(r, "text/event-stream")
 	sid := r.Header.Get(headerSessionID)
 	if sid == "" {
-		if !batch && msgs[0].kind == kindRequest && msgs[0].method == "initialize" {
+		// A request of the stateless revision (by header or _meta) is one
+		// even when it is initialize, which that revision removed.
+		stateless := ver >= versionStateless || msgs[0].protocolVersion != ""
+		if !stateless && !batch && msgs[0].kind == kindRequest && msgs[0].method == "initialize" {
 			b.initialize(w, r, msgs[0], sse)
 			return
 		}
-		if ver >= versionStateless || msgs[0].protocolVersion != "" {
+		if stateless {
 			b.serveStateless(w, r, msgs, batch, ver, sse)
 			return
 		}
@@ -490,7 +497,11 @@ func (o *responder) writeJSON(raw []byte) {
 	h := o.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", fmt.Sprint(len(raw)))
-	o.w.WriteHeader(http.StatusOK)
+	status := http.StatusOK
+	if o.st.stateless != nil {
+		status = o.st.stateless.httpStatus(raw)
+	}
+	o.w.WriteHeader(status)
 	o.w.Write(raw)
 }
 

@@ -214,6 +214,7 @@ const (
 	codeParseError     = -32700
 	codeInvalidRequest = -32600
 	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
 	codeInternalError  = -32603
 	// codeServerGone is sent for requests whose child exited or never started.
 	codeServerGone = -32000
@@ -221,10 +222,14 @@ const (
 	codeTimeout = -32001
 	// codeBusy is sent when the session cap is reached or the bridge drains.
 	codeBusy = -32002
-	// codeUnsupportedVersion mirrors go-sdk's CodeUnsupportedProtocolVersion.
-	codeUnsupportedVersion = -32004
-	// codeHeaderMismatch mirrors go-sdk's CodeHeaderMismatch.
-	codeHeaderMismatch = -32005
+	// codeHeaderMismatch is SEP-2575's HeaderMismatch (go-sdk's
+	// CodeHeaderMismatch).
+	codeHeaderMismatch = -32020
+	// codeMissingCapability is SEP-2575's MissingRequiredClientCapabilityError.
+	codeMissingCapability = -32021
+	// codeUnsupportedVersion is SEP-2575's UnsupportedProtocolVersionError
+	// (go-sdk's CodeUnsupportedProtocolVersion).
+	codeUnsupportedVersion = -32022
 )
 
 // errorResponseID builds a JSON-RPC error response for a raw JSON id.
@@ -252,7 +257,7 @@ func rewriteID(msg []byte, id json.RawMessage) []byte {
 		return msg
 	}
 	obj["id"] = id
-	out, err := json.Marshal(obj)
+	out, err := marshalJSON(obj)
 	if err != nil {
 		return msg
 	}

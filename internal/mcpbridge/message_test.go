@@ -424,7 +424,7 @@ func TestErrorResponseID(t *testing.T) {
 		{
 			name: "with data",
 			id:   json.RawMessage(`1`), code: codeUnsupportedVersion, msg: "unsupported", data: map[string]any{"supported": []string{"2025-06-18"}},
-			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32004,"message":"unsupported","data":{"supported":["2025-06-18"]}}}`,
+			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"unsupported","data":{"supported":["2025-06-18"]}}}`,
 		},
 		{
 			name: "message is JSON-escaped",

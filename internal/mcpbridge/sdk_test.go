@@ -63,6 +63,9 @@ func TestGoSDKEachRevision(t *testing.T) {
 				if txt := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(txt, "hello "+v) {
 					t.Fatalf("echo answered %q", txt)
 				}
+				if v >= "2026-07-28" {
+					return // ping is one of the methods 2026-07-28 removed
+				}
 				if err := cs.Ping(ctx, nil); err != nil {
 					t.Fatalf("ping: %v", err)
 				}

@@ -43,6 +43,9 @@ type stream struct {
 	// single-request POST straight to the client, saving a goroutine switch
 	// on the hot path. It reports false when the handler owns the response.
 	direct func(raw []byte) bool
+	// stateless, when set, translates the answer for a client of the
+	// stateless revision (stateless_result.go).
+	stateless *statelessCall
 }
 
 func newStream(sse bool) *stream {
@@ -83,6 +86,9 @@ type Session struct {
 	// fromChild, if set, may take a message of the shared child that is
 	// not tied to a request (see inputManager.fromChild).
 	fromChild func(*Session, message) bool
+	// listeners are the subscriptions/listen streams of the stateless
+	// pool's child; nil for other sessions.
+	listeners *listenHub
 	started   time.Time
 
 	writeMu  sync.Mutex
@@ -236,6 +242,9 @@ func (s *Session) route(line []byte, garbage *rate.Limiter) {
 		if orig, ok := pc.st.origIDs[m.id]; ok {
 			raw = rewriteID(raw, orig)
 		}
+		if pc.st.stateless != nil {
+			raw = pc.st.stateless.answer(raw)
+		}
 		if pc.st.direct != nil && pc.st.direct(raw) {
 			// Written to the client by this goroutine; tell the handler.
 			raw = nil
@@ -253,9 +262,16 @@ func (s *Session) route(line []byte, garbage *rate.Limiter) {
 	}
 	if s.shared {
 		s.mu.Unlock()
-		if s.fromChild == nil || !s.fromChild(s, m) {
-			s.refuseShared(m)
+		// Input rounds first: they take the child's requests and its
+		// notifications/cancelled for held calls (stateless_input.go).
+		if s.fromChild != nil && s.fromChild(s, m) {
+			return
 		}
+		if m.kind == kindNotification && s.listeners != nil {
+			s.listeners.publish(m) // subscriptions/listen (stateless_listen.go)
+			return
+		}
+		s.refuseShared(m)
 		return
 	}
 	s.mu.Unlock()

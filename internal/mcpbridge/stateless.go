@@ -34,7 +34,12 @@ import (
 //     progress token.
 //   - Requests from the child to the client (sampling, elicitation, roots)
 //     are answered with an error by the bridge: a stateless client has no
-//     channel to receive them. Other notifications not tied to a request are
+//     channel to receive them.
+//   - The request rules of 2026-07-28 are checked by the bridge
+//     (stateless_rules.go), results get what that revision requires
+//     (stateless_result.go), and the child's list_changed and
+//     resources/updated notifications go to subscriptions/listen streams
+//     (stateless_listen.go); other notifications not tied to a request are
 //     dropped.
 type sharedChild struct {
 	b *Bridge
@@ -125,6 +130,7 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
 	s.shared = true
 	s.fromChild = b.inputs.fromChild
+	s.listeners = newListenHub(s)
 	log.Info("stateless child start", "pid", proc.Pid(), "group", proc.Group().String())
 
 	st := newStream(false)
@@ -204,17 +210,8 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request, msgs []m
 	}
 	m := msgs[0]
 	if m.kind == kindRequest {
-		switch {
-		case ver == "":
-			httpError(w, http.StatusBadRequest, m.id, codeHeaderMismatch, headerProtocolVersion+" header is required for requests carrying _meta protocolVersion")
-			return
-		case m.protocolVersion != "" && m.protocolVersion != ver:
-			httpError(w, http.StatusBadRequest, m.id, codeHeaderMismatch,
-				fmt.Sprintf("%s header %q does not match _meta protocolVersion %q", headerProtocolVersion, ver, m.protocolVersion))
-			return
-		}
-		if hm := r.Header.Get(headerMethod); hm != "" && hm != m.method {
-			httpError(w, http.StatusBadRequest, m.id, codeHeaderMismatch, fmt.Sprintf("%s header %q does not match method %q", headerMethod, hm, m.method))
+		if e := checkStateless(r, m, ver); e != nil {
+			e.write(w, rawID(m.id))
 			return
 		}
 	}
@@ -232,8 +229,12 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request, msgs []m
 		httpError(w, http.StatusBadGateway, m.id, codeServerGone, "cannot start the MCP server: "+err.Error())
 		return
 	}
-	if m.method == "server/discover" {
+	switch m.method {
+	case "server/discover":
 		writeDiscover(w, rawID(m.id), init)
+		return
+	case "subscriptions/listen":
+		b.serveListen(w, r, s, init, m)
 		return
 	}
 	handled, release := b.inputs.serve(w, r, s, m, sse)
@@ -244,6 +245,7 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request, msgs []m
 	newID := "soda-" + strconv.FormatInt(b.shared.next.Add(1), 10)
 	st := newStream(sse)
 	st.origIDs = map[string]json.RawMessage{"s:" + newID: rawID(m.id)}
+	st.stateless = &statelessCall{method: m.method}
 	fwd := m
 	fwd.raw = rewriteID(m.raw, json.RawMessage(strconv.Quote(newID)))
 	fwd.id = "s:" + newID
@@ -269,6 +271,7 @@ func writeDiscover(w http.ResponseWriter, id json.RawMessage, init json.RawMessa
 			"capabilities":      res.Capabilities,
 			"instructions":      res.Instructions,
 			"ttlMs":             0,
+			"cacheScope":        "private",
 			"resultType":        "complete",
 			"_meta":             map[string]any{"io.modelcontextprotocol/serverInfo": res.ServerInfo},
 		},

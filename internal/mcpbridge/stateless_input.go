@@ -57,10 +57,6 @@ const (
 	maxInputBytes = 1 << 20
 )
 
-// codeInvalidParams is JSON-RPC's invalid params, used for bad, unknown or
-// expired requestState and malformed inputResponses.
-const codeInvalidParams = -32602
-
 // inputManager keeps the stateless calls that may ask for input.
 type inputManager struct {
 	b *Bridge

@@ -22,13 +22,14 @@ func TestStatelessStartOutlivesFirstClient(t *testing.T) {
 	}
 	h := newHarness(t, harnessOpts{argv: []string{slow}})
 	call := func(ctx context.Context, id int) (int, string, error) {
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"stateless %d"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, id, id)
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"stateless %d"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, id, id)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "Bearer "+h.Token)
 		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "echo")
 		resp, err := h.client.Do(req)
 		if err != nil {
 			return 0, "", err

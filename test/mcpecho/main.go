@@ -13,6 +13,12 @@
 //	--spawn-grandchild   start "sleep 1000" (stdio to /dev/null) at start
 //	--progress           tools/call "slow": 3 notifications/progress 20 ms
 //	                     apart (with params._meta.progressToken), then a result
+//	--notify             advertise tools/prompts listChanged and resource
+//	                     subscriptions; resources/subscribe and unsubscribe
+//	                     keep a set of URIs; tools/call "notify" sends
+//	                     tools and prompts list_changed, a log message and
+//	                     resources/updated for each subscribed URI, then
+//	                     answers with the subscribed URIs
 //
 // It exits 0 when stdin reaches EOF.
 package main
@@ -29,7 +35,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -63,6 +71,7 @@ type options struct {
 	spawnGrandchild bool
 	progress        bool
 	progressDelay   time.Duration
+	notify          bool
 }
 
 // server handles one line at a time; writes to out are serialised by mu so
@@ -75,6 +84,8 @@ type server struct {
 	exit   func(code int)
 	lines  int
 	wg     sync.WaitGroup
+	// subscribed are the URIs of resources/subscribe (--notify).
+	subscribed map[string]bool
 }
 
 // request is an incoming JSON-RPC message (request, notification or response).
@@ -128,6 +139,7 @@ func main() {
 	flag.BoolVar(&o.garbage, "garbage", false, "write a non-JSON line to stdout before every response")
 	flag.BoolVar(&o.spawnGrandchild, "spawn-grandchild", false, `spawn "sleep 1000" at start`)
 	flag.BoolVar(&o.progress, "progress", false, `tools/call "slow" sends 3 progress notifications 20ms apart`)
+	flag.BoolVar(&o.notify, "notify", false, `list_changed and resource subscriptions; tools/call "notify" sends notifications`)
 	httpAddr := flag.String("http", "", "serve MCP over HTTP on loopback `ADDR` itself, no bridge (the benchmark's floor)")
 	flag.Parse()
 	o.progressDelay = 20 * time.Millisecond
@@ -280,9 +292,17 @@ func (s *server) handle(req *request) (response, bool) {
 		if supportedProtocols[p.ProtocolVersion] {
 			v = p.ProtocolVersion
 		}
+		caps := map[string]any{"tools": map[string]any{}}
+		if s.opts.notify {
+			caps = map[string]any{
+				"tools":     map[string]any{"listChanged": true},
+				"prompts":   map[string]any{"listChanged": true},
+				"resources": map[string]any{"subscribe": true},
+			}
+		}
 		return okResp(req.ID, map[string]any{
 			"protocolVersion": v,
-			"capabilities":    map[string]any{"tools": map[string]any{}},
+			"capabilities":    caps,
 			"serverInfo":      map[string]any{"name": "mcpecho", "version": "1.0.0"},
 		}), true
 	case "ping":
@@ -291,9 +311,43 @@ func (s *server) handle(req *request) (response, bool) {
 		return okResp(req.ID, map[string]any{"tools": []any{echoTool}}), true
 	case "tools/call":
 		return s.toolsCall(req)
-	default:
-		return errResp(req.ID, codeMethodNotFound, "method not found: "+req.Method), true
+	case "resources/subscribe", "resources/unsubscribe":
+		if !s.opts.notify {
+			break
+		}
+		var p struct {
+			URI string `json:"uri"`
+		}
+		_ = json.Unmarshal(req.Params, &p)
+		if s.subscribed == nil {
+			s.subscribed = map[string]bool{}
+		}
+		if req.Method == "resources/subscribe" {
+			s.subscribed[p.URI] = true
+		} else {
+			delete(s.subscribed, p.URI)
+		}
+		return okResp(req.ID, struct{}{}), true
 	}
+	return errResp(req.ID, codeMethodNotFound, "method not found: "+req.Method), true
+}
+
+// notifyAll sends the notifications of tools/call "notify" and returns the
+// subscribed URIs, sorted, comma-separated.
+func (s *server) notifyAll() string {
+	for _, m := range []string{"notifications/tools/list_changed", "notifications/prompts/list_changed"} {
+		s.send(notification{JSONRPC: "2.0", Method: m})
+	}
+	s.send(notification{JSONRPC: "2.0", Method: "notifications/message", Params: map[string]any{"level": "info", "data": "notify called"}})
+	uris := make([]string, 0, len(s.subscribed))
+	for u := range s.subscribed {
+		uris = append(uris, u)
+	}
+	slices.Sort(uris)
+	for _, u := range uris {
+		s.send(notification{JSONRPC: "2.0", Method: "notifications/resources/updated", Params: map[string]any{"uri": u}})
+	}
+	return strings.Join(uris, ",")
 }
 
 // toolsCall implements tools/call for echo and the misbehaving tools.
@@ -313,6 +367,8 @@ func (s *server) toolsCall(req *request) (response, bool) {
 	switch {
 	case p.Name == "echo":
 		return okResp(req.ID, textResult(p.Arguments.Text)), true
+	case p.Name == "notify" && s.opts.notify:
+		return okResp(req.ID, textResult("subscribed: "+s.notifyAll())), true
 	case p.Name == "crash" && s.opts.crashOnCall:
 		s.mu.Lock()
 		_ = s.out.Flush()

@@ -162,6 +162,26 @@ func TestHandleLine(t *testing.T) {
 				`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"slow done"}]}}`,
 			},
 		},
+		{
+			name: "notify",
+			opts: options{notify: true},
+			in: []string{
+				`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"test://b"}}`,
+				`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"test://a"}}`,
+				`{"jsonrpc":"2.0","id":3,"method":"resources/unsubscribe","params":{"uri":"test://b"}}`,
+				`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"notify"}}`,
+			},
+			want: []string{
+				`{"jsonrpc":"2.0","id":1,"result":{}}`,
+				`{"jsonrpc":"2.0","id":2,"result":{}}`,
+				`{"jsonrpc":"2.0","id":3,"result":{}}`,
+				`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+				`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`,
+				`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"notify called"}}`,
+				`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://a"}}`,
+				`{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"subscribed: test://a"}]}}`,
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
