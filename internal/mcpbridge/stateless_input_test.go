@@ -49,7 +49,14 @@ func (h *harness) statelessCall(id int, method, params string) map[string]any {
 	}
 	meta["io.modelcontextprotocol/clientInfo"] = map[string]any{"name": "raw", "version": "1"}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": p})
-	r := h.post("", string(body), "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method)
+	hdr := []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method}
+	for _, k := range []string{"name", "uri"} {
+		if v, ok := p[k].(string); ok {
+			hdr = append(hdr, "Mcp-Name", v) // as SEP-2243 asks (stateless_rules.go)
+			break
+		}
+	}
+	r := h.post("", string(body), hdr...)
 	if r.Status != 200 {
 		h.t.Fatalf("%s: status %d: %s", method, r.Status, r.Body)
 	}
@@ -339,6 +346,8 @@ func TestStatelessInputClientLeaves(t *testing.T) {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+h.Token)
 	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "ask_slow")
 	if resp, err := h.client.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatalf("the follow-up was answered (%d) before the call ended", resp.StatusCode)
@@ -506,6 +515,8 @@ func BenchmarkStatelessCall(b *testing.B) {
 				req.Header.Set("Accept", "application/json, text/event-stream")
 				req.Header.Set("Authorization", "Bearer "+h.Token)
 				req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+				req.Header.Set("Mcp-Method", "tools/call")
+				req.Header.Set("Mcp-Name", "echo")
 				resp, err := client.Do(req)
 				if err != nil {
 					b.Fatal(err)
