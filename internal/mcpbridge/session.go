@@ -311,8 +311,15 @@ func (s *Session) refuseShared(m message) {
 		s.log.Debug("notification from the stateless child dropped", "method", m.method)
 		return
 	}
-	resp := errorResponseID(rawID(m.id), codeMethodNotFound,
-		fmt.Sprintf("%s is not available: the client uses the stateless protocol revision and cannot answer server requests", m.method), nil)
+	// Asking is translated into input rounds for a call whose client
+	// declared the capability (stateless_input.go); this one did not, or
+	// the request could not be tied to a call.
+	code, msg, data := codeMethodNotFound, fmt.Sprintf("%s is not available: no stateless call of a client that can answer it is waiting", m.method), any(nil)
+	if capName := inputCapability(m.method); capName != "" {
+		code, data = codeMissingCapability, map[string]any{"requiredCapabilities": map[string]any{capName: map[string]any{}}}
+		msg = fmt.Sprintf("%s is not available: the client did not declare the %q capability (MissingRequiredClientCapability)", m.method, capName)
+	}
+	resp := errorResponseID(rawID(m.id), code, msg, data)
 	if err := s.write(resp); err != nil {
 		s.log.Debug("refuse server request", "err", err)
 	}

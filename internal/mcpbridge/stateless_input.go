@@ -86,6 +86,20 @@ type inputCaps struct{ elicitation, sampling, roots bool }
 
 func (c inputCaps) any() bool { return c.elicitation || c.sampling || c.roots }
 
+// inputCapability names the client capability a server→client request
+// needs, or "" for a method that is not one.
+func inputCapability(method string) string {
+	switch method {
+	case "elicitation/create":
+		return "elicitation"
+	case "sampling/createMessage":
+		return "sampling"
+	case "roots/list":
+		return "roots"
+	}
+	return ""
+}
+
 func (c inputCaps) allows(method string) bool {
 	switch method {
 	case "elicitation/create":

@@ -188,12 +188,13 @@ func TestStatelessInputEverythingSampling(t *testing.T) {
 }
 
 // TestStatelessInputNoCapability: a client that declares no capability to
-// answer gets what it got before: the child's request is refused and the
+// answer is not asked: the child's request is refused with 2026-07-28's
+// MissingRequiredClientCapability (-32021, naming the capability) and the
 // tool reports the failure.
 func TestStatelessInputNoCapability(t *testing.T) {
 	h := newHarness(t, harnessOpts{argv: askChild(t)})
 	m := h.statelessCall(1, "tools/call", `{"name":"ask_one","_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}`)
-	if txt := complete2(t, m); !strings.Contains(txt, "error -32601") {
+	if txt := complete2(t, m); !strings.Contains(txt, "error -32021") || !strings.Contains(txt, "did not declare") {
 		t.Fatalf("want the refusal in the tool's answer, got %s", txt)
 	}
 }
@@ -392,7 +393,7 @@ func TestStatelessInputAmbiguous(t *testing.T) {
 	if !strings.Contains(txt, "error -32601") || !strings.Contains(txt, "2 stateless calls are in flight") {
 		t.Fatalf("second call: %s", txt)
 	}
-	if txt := complete2(t, <-done); !strings.Contains(txt, "ask_slow: error -32601") {
+	if txt := complete2(t, <-done); !strings.Contains(txt, "ask_slow: error -32021") {
 		t.Fatalf("first call: %s", txt)
 	}
 	waitInputsFreed(t, h)
