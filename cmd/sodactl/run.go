@@ -541,31 +541,13 @@ func sandboxStateDir() (string, error) {
 	return dir, nil
 }
 
-// parseSize parses 512M, 2G, 1.5G, 1048576 (bytes); "" is 0 (default).
+// parseSize parses a size flag in NAME.conf's grammar (config.ParseBytes);
+// empty means unset.
 func parseSize(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	mult := 1.0
-	switch strings.ToUpper(s[len(s)-1:]) {
-	case "K":
-		mult = 1 << 10
-	case "M":
-		mult = 1 << 20
-	case "G":
-		mult = 1 << 30
-	case "T":
-		mult = 1 << 40
-	}
-	num := s
-	if mult != 1 {
-		num = s[:len(s)-1]
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || f <= 0 {
-		return 0, fmt.Errorf("invalid size %q (use e.g. 512M or 2G)", s)
-	}
-	return int64(f * mult), nil
+	return config.ParseBytes(s)
 }
 
 // fileOr returns w as an *os.File when it is one, else def.

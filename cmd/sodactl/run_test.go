@@ -22,6 +22,10 @@ func TestParseSize(t *testing.T) {
 		{"-1G", 0, true},
 		{"lots", 0, true},
 		{"G", 0, true},
+		// sodactl's own parser (floats) used to accept these, NAME.conf not:
+		{"1e3G", 0, true},
+		{"99999999999T", 0, true}, // used to overflow to a negative size
+		{"inf", 0, true},
 	}
 	for _, tt := range tests {
 		got, err := parseSize(tt.in)
@@ -49,8 +53,8 @@ func TestRunCommandLine(t *testing.T) {
 		{"unknown option", []string{"run", "--frob", "--", "true"}, 125, "flag provided but not defined: -frob"},
 		{"option without value", []string{"run", "--memory"}, 125, "flag needs an argument: -memory"},
 		{"bad tasks", []string{"run", "--tasks", "many", "--", "true"}, 125, "-tasks"},
-		{"bad memory", []string{"run", "--memory", "lots", "--", "true"}, 125, "--memory: invalid size"},
-		{"bad tmp size", []string{"run", "--tmp-size", "0", "--", "true"}, 125, "--tmp-size: invalid size"},
+		{"bad memory", []string{"run", "--memory", "lots", "--", "true"}, 125, "--memory: \"lots\" is not a size"},
+		{"bad tmp size", []string{"run", "--tmp-size", "0", "--", "true"}, 125, "--tmp-size: \"0\" is not a size"},
 		{"bad grant", []string{"run", "--allow", "bad", "--", "true"}, 125, "--allow bad"},
 		{"grant without port", []string{"run", "--allow", "example.com", "--", "true"}, 125, "--allow example.com"},
 		{"bracket grant", []string{"run", "--allow", "[::1]:80", "--", "true"}, 125, "--allow [::1]:80"},

@@ -442,8 +442,11 @@ func positiveInt(v string) (int, error) {
 }
 
 // ParseBytes parses a size with an optional K, M, G or T suffix (base 1024),
-// as systemd does for MemoryMax=.
+// as systemd does for MemoryMax=: an integer, or a decimal fraction with a
+// suffix ("1.5G"), rounded down to a byte. It is the one size grammar of
+// NAME.conf and of sodactl's flags; sizes are positive and at most 2^62.
 func ParseBytes(v string) (int64, error) {
+	bad := fmt.Errorf("%q is not a size (examples: 4096, 512K, 1.5G)", v)
 	s := strings.TrimSpace(v)
 	mult := int64(1)
 	if s != "" {
@@ -461,11 +464,31 @@ func ParseBytes(v string) (int64, error) {
 			s = s[:len(s)-1]
 		}
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a size (examples: 4096, 512K, 4M, 1G)", v)
+	whole, frac, hasFrac := strings.Cut(s, ".")
+	if hasFrac && (mult == 1 || frac == "" || len(frac) > 9) {
+		return 0, bad // fractions of a byte, "1.", or more precision than is meaningful
 	}
-	return n * mult, nil
+	if whole == "" || strings.TrimLeft(whole, "0123456789") != "" || strings.TrimLeft(frac, "0123456789") != "" {
+		return 0, bad
+	}
+	n, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || n > (1<<62)/mult {
+		return 0, bad
+	}
+	n *= mult
+	if frac != "" {
+		f, _ := strconv.ParseInt(frac, 10, 64) // at most 9 digits
+		scale := int64(1)
+		for range frac {
+			scale *= 10
+		}
+		// mult <= 2^40 and f < 10^9 < 2^30: the product fits.
+		n += f * mult / scale
+	}
+	if n <= 0 || n > 1<<62 {
+		return 0, bad
+	}
+	return n, nil
 }
 
 var timespanUnits = []struct {

@@ -395,7 +395,18 @@ func TestParseBytes(t *testing.T) {
 		{in: "0K", wantErr: true},
 		{in: "-1", wantErr: true},
 		{in: "-4M", wantErr: true},
-		{in: "1.5G", wantErr: true},
+		{in: "1.5G", want: 3 << 29},
+		{in: "0.5K", want: 512},
+		{in: "2.25m", want: 9 << 18},
+		{in: "0.000000001K", wantErr: true}, // rounds down to 0 bytes
+		{in: "1.5", wantErr: true},          // a fraction of a byte
+		{in: "1.G", wantErr: true},
+		{in: ".5G", wantErr: true},
+		{in: "1.0000000001G", wantErr: true}, // more than 9 decimals
+		{in: "1e3", wantErr: true},
+		{in: "+4M", wantErr: true},
+		{in: "4194303.99T", want: 4194303<<40 + 99*(1<<40)/100},
+		{in: "4194304.5T", wantErr: true}, // above 2^62
 		{in: "4MB", wantErr: true},
 		{in: "4 M", wantErr: true},
 		{in: "lots", wantErr: true},
