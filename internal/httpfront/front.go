@@ -15,6 +15,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/soda-project/soda/internal/logevent"
 	"log/slog"
 	"net"
 	"net/http"
@@ -144,7 +145,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// not apply there and Host may be anything (curl sends "localhost").
 	gc, _ := r.Context().Value(connKey{}).(*gatedConn)
 	if gc != nil && gc.headers.tooLarge() {
-		f.log.Warn("limit hit", "limit", "headers", "max_bytes", f.opts.MaxHeaderBytes, "remote", r.RemoteAddr)
+		f.log.Warn("limit hit", logevent.LimitHit, "limit", "headers", "max_bytes", f.opts.MaxHeaderBytes, "remote", r.RemoteAddr)
 		deny(w, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request line and headers exceed %d bytes", f.opts.MaxHeaderBytes))
 		return
 	}
@@ -160,7 +161,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.opts.Token != "" && !f.authorized(r) {
-		f.log.Warn("auth failure", "remote", r.RemoteAddr, "path", r.URL.Path, "had_credentials", r.Header.Get("Authorization") != "")
+		f.log.Warn("auth failure", logevent.AuthFailure, "remote", r.RemoteAddr, "path", r.URL.Path, "had_credentials", r.Header.Get("Authorization") != "")
 		realm := fmt.Sprintf(`Bearer realm="soda-mcp/%s"`, f.opts.Name)
 		if r.Header.Get("Authorization") != "" {
 			realm += `, error="invalid_token"`

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/logevent"
 )
 
 // Options configures a Bridge.
@@ -260,7 +261,7 @@ func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error
 	}
 	b.mu.Unlock()
 	b.started.Add(1)
-	log.Info("session start", "pid", proc.Pid(), "group", proc.Group().String(), "legacy_sse", legacy)
+	log.Info("session start", logevent.SessionStart, "pid", proc.Pid(), "group", proc.Group().String(), "legacy_sse", legacy)
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/soda-project/soda/internal/logevent"
 	"io"
 	"mime"
 	"net/http"
@@ -113,7 +114,7 @@ func (b *Bridge) tooBusy(w http.ResponseWriter, idKey string, err error) {
 		httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, err.Error())
 		return
 	}
-	b.log.Warn("limit hit", "limit", "sessions", "max_sessions", b.opts.MaxSessions, "err", err)
+	b.log.Warn("limit hit", logevent.LimitHit, "limit", "sessions", "max_sessions", b.opts.MaxSessions, "err", err)
 	httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, msg)
 }
 
@@ -135,7 +136,7 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			b.log.Warn("limit hit", "limit", "body", "max_bytes", limit, "remote", r.RemoteAddr)
+			b.log.Warn("limit hit", logevent.LimitHit, "limit", "body", "max_bytes", limit, "remote", r.RemoteAddr)
 			httpError(w, http.StatusRequestEntityTooLarge, "", codeInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", limit))
 			return nil, false
 		}
@@ -359,7 +360,7 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 			}
 			slices.Sort(ids)
 			s.forget(st, ids, fmt.Sprintf("soda-mcpd: no answer within %s", timeout))
-			b.log.Warn("limit hit", "limit", "call_timeout", "timeout", timeout.String(), "session", s.ID[:8], "requests", len(ids))
+			b.log.Warn("limit hit", logevent.LimitHit, "limit", "call_timeout", "timeout", timeout.String(), "session", s.ID[:8], "requests", len(ids))
 			for _, id := range ids {
 				delete(remaining, id)
 				out.add(errorResponseID(st.idFor(id), codeTimeout, fmt.Sprintf("the MCP server did not answer within %s; the request was cancelled", timeout), nil), true, len(remaining) == 0)
@@ -613,7 +614,7 @@ func (b *Bridge) serveGet(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusNotFound, "", codeInvalidRequest, "unknown or expired session: initialize a new one")
 			return
 		}
-		b.log.Warn("limit hit", "limit", "get_streams", "session", sid[:min(8, len(sid))])
+		b.log.Warn("limit hit", logevent.LimitHit, "limit", "get_streams", "session", sid[:min(8, len(sid))])
 		httpError(w, http.StatusConflict, "", codeInvalidRequest, "this session already has a GET stream open; only one is allowed")
 		return
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/logevent"
 )
 
 // item is one child→client message handed to a stream.
@@ -366,7 +367,7 @@ func (s *Session) readStderr(perSecond int) {
 					s.log.Warn("child stderr rate-limited", "suppressed_lines", suppressed)
 					suppressed = 0
 				}
-				s.log.Info("child stderr", "line", line)
+				s.log.Info("child stderr", logevent.ChildStderr, "line", line)
 			} else {
 				if suppressed == 0 {
 					s.log.Warn("child stderr rate-limited: dropping lines", "lines_per_second", perSecond)
@@ -597,11 +598,11 @@ func (s *Session) endIf(reason string, cond func() bool) bool {
 	if s.onEnd != nil {
 		s.onEnd(s)
 	}
-	s.log.Info("session end", "reason", reason, "calls", s.calls.Load(), "duration", time.Since(s.started).Round(time.Millisecond).String())
+	s.log.Info("session end", logevent.SessionEnd, "reason", reason, "calls", s.calls.Load(), "duration", time.Since(s.started).Round(time.Millisecond).String())
 	go func() {
 		defer close(s.stopped)
 		s.proc.Stop(s.grace)
-		s.log.Info("child exit", "pid", s.proc.Pid(), "status", s.proc.ExitStatus(), "group", s.proc.Group().String())
+		s.log.Info("child exit", logevent.ChildExit, "pid", s.proc.Pid(), "status", s.proc.ExitStatus(), "group", s.proc.Group().String())
 		if s.onStopped != nil {
 			s.onStopped(s)
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"github.com/soda-project/soda/internal/logevent"
 	"net/http"
 	"strconv"
 	"sync"
@@ -390,7 +391,7 @@ func (im *inputManager) fromChild(s *Session, m message) bool {
 	}
 	if c.nheld >= maxInputsPerCall || c.heldBytes+len(m.raw) > maxInputBytes {
 		im.mu.Unlock()
-		s.log.Warn("limit hit", "limit", "inputs_per_call", "max", maxInputsPerCall, "max_bytes", maxInputBytes)
+		s.log.Warn("limit hit", logevent.LimitHit, "limit", "inputs_per_call", "max", maxInputsPerCall, "max_bytes", maxInputBytes)
 		refuseChild(s, m, fmt.Sprintf("%s is not available: this call already waits for %d inputs (%d bytes)", m.method, c.nheld, c.heldBytes))
 		return true
 	}
@@ -501,7 +502,7 @@ func (c *inputCall) run(rd *inputRound) {
 		if len(im.states) >= im.maxCalls {
 			max := im.maxCalls
 			im.mu.Unlock()
-			im.b.log.Warn("limit hit", "limit", "input_calls", "max", max)
+			im.b.log.Warn("limit hit", logevent.LimitHit, "limit", "input_calls", "max", max)
 			for len(held) > 0 {
 				msg := fmt.Sprintf("%s is not available: %d stateless calls already wait for input", held[0].method, max)
 				if err := s.write(errorResponseID(held[0].childID, codeMethodNotFound, msg, nil)); err != nil {
@@ -596,7 +597,7 @@ func (c *inputCall) run(rd *inputRound) {
 				continue
 			}
 			reason = fmt.Sprintf("soda-mcpd: no answer within %s", callTimeout)
-			im.b.log.Warn("limit hit", "limit", "call_timeout", "timeout", callTimeout.String(), "session", s.ID[:8], "requests", 1)
+			im.b.log.Warn("limit hit", logevent.LimitHit, "limit", "call_timeout", "timeout", callTimeout.String(), "session", s.ID[:8], "requests", 1)
 			send(errorResponseID(cur.id, codeTimeout, fmt.Sprintf("the MCP server did not answer within %s; the request was cancelled", callTimeout), nil), true)
 			return
 		case <-expiry.C:

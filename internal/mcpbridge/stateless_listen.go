@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/soda-project/soda/internal/logevent"
 	"net/http"
 	"strconv"
 	"strings"
@@ -136,7 +137,7 @@ func (h *listenHub) publish(m message) {
 		select {
 		case l.ch <- tagSubscription(m.raw, l.id):
 		default:
-			h.s.log.Warn("limit hit", "limit", "listen_buffer", "method", m.method, "subscription", string(l.id))
+			h.s.log.Warn("limit hit", logevent.LimitHit, "limit", "listen_buffer", "method", m.method, "subscription", string(l.id))
 		}
 	}
 }

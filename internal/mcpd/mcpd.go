@@ -23,6 +23,7 @@ import (
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/httpfront"
+	"github.com/soda-project/soda/internal/logevent"
 	"github.com/soda-project/soda/internal/mcpbridge"
 	"github.com/soda-project/soda/internal/runstate"
 	"github.com/soda-project/soda/internal/systemd"
@@ -339,7 +340,7 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		go func() { serveErr <- front.Serve(l) }()
 		urls = append(urls, listenerURL(l))
 	}
-	attrs := []any{"url", strings.Join(urls, " "), "command", strings.Join(cfg.Command, " "),
+	attrs := []any{logevent.Serving, "url", strings.Join(urls, " "), "command", strings.Join(cfg.Command, " "),
 		"max_sessions", cfg.Bridge.MaxSessions, "auth", cfg.Bridge.Auth != "none", "socket_activated", activated}
 	if tok != "" {
 		attrs = append(attrs, "token_file", absPath(cfg.Bridge.TokenFile))
@@ -366,7 +367,7 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		failed = fmt.Errorf("serve: %w", err)
 		log.Error("listener failed, shutting down", "err", err)
 	}
-	log.Info("draining", "drain_timeout", cfg.Bridge.DrainTimeout.String())
+	log.Info("draining", logevent.Draining, "drain_timeout", cfg.Bridge.DrainTimeout.String())
 	notify.Stopping(fmt.Sprintf("draining: %d calls in flight", bridge.Stats().Inflight))
 	front.SetDraining(true)
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.Bridge.DrainTimeout)
@@ -389,7 +390,7 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	if err := <-frontDone; err != nil {
 		front.Close()
 	}
-	log.Info("stopped", "sessions_served", bridge.Stats().SessionsStarted)
+	log.Info("stopped", logevent.Stopped, "sessions_served", bridge.Stats().SessionsStarted)
 	return failed
 }
 

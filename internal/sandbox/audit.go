@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/soda-project/soda/internal/logevent"
 	"io"
 	"log/slog"
 	"strings"
@@ -113,6 +114,9 @@ func LogAudit(log *slog.Logger) func(Record) {
 		lvl := slog.LevelInfo
 		attrs := []any{"sandbox", r.Sandbox, "seq", r.Seq}
 		msg := "sandbox " + r.Event
+		if ev, ok := auditEvents[r.Event]; ok {
+			attrs = append(attrs, ev)
+		}
 		switch r.Event {
 		case "start":
 			attrs = append(attrs, "argv", strings.Join(r.Argv, " "), "grants", strings.Join(r.Grants, ","),
@@ -153,6 +157,17 @@ func LogAudit(log *slog.Logger) func(Record) {
 		}
 		log.Log(context.Background(), lvl, msg, attrs...)
 	}
+}
+
+// auditEvents are the key events of the audit trail's records, by
+// Record.Event (their journal MESSAGE_IDs: see logevent).
+var auditEvents = map[string]logevent.Event{
+	"start":   logevent.SandboxStart,
+	"layer":   logevent.SandboxLayer,
+	"env":     logevent.SandboxLayer,
+	"egress":  logevent.SandboxEgress,
+	"refused": logevent.SandboxRefused,
+	"exit":    logevent.SandboxExit,
 }
 
 // DefaultAuditJSONMax is how many bytes a JSON audit sink writes at most

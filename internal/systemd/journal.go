@@ -3,6 +3,7 @@ package systemd
 import (
 	"context"
 	"fmt"
+	"github.com/soda-project/soda/internal/logevent"
 	"log/slog"
 	"strings"
 
@@ -16,32 +17,13 @@ func StderrIsJournal() bool {
 	return err == nil && ok && journal.Enabled()
 }
 
-// MessageIDs are the catalog ids of soda's key events, so that
-// `journalctl MESSAGE_ID=…` finds every occurrence.
-var MessageIDs = map[string]string{
-	"serving":       "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c31",
-	"draining":      "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c32",
-	"stopped":       "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c33",
-	"session start": "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c34",
-	"session end":   "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c35",
-	"child exit":    "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c36",
-	"auth failure":  "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c37",
-	"limit hit":     "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c38",
-	"child stderr":  "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c39",
-	// sodactl run's audit trail.
-	"sandbox start":   "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c41",
-	"sandbox refused": "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c42",
-	"sandbox layer":   "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c43",
-	"sandbox egress":  "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c44",
-	"sandbox exit":    "4f7c2a6e9d3b4f0a8c1e5b7d2a9f6c45",
-}
-
 // JournalAvailable reports whether journald's socket is there to log to.
 func JournalAvailable() bool { return journal.Enabled() }
 
 // JournalHandler is a slog.Handler that sends records to journald with
 // every attribute as a field: "session" becomes SODA_SESSION and so on,
-// plus MESSAGE_ID for key events and the usual PRIORITY.
+// SODA_EVENT the message, the usual PRIORITY, and for a key event (a
+// logevent attribute) its catalog MESSAGE_ID instead of a field.
 type JournalHandler struct {
 	level  slog.Leveler
 	fields map[string]string
@@ -65,21 +47,21 @@ func (h *JournalHandler) Handle(_ context.Context, r slog.Record) error {
 	for k, v := range h.fields {
 		vars[k] = v
 	}
-	r.Attrs(func(a slog.Attr) bool {
-		addAttr(vars, h.group, a)
-		return true
-	})
-	if id, ok := MessageIDs[r.Message]; ok {
-		vars["MESSAGE_ID"] = id
-	}
-	vars["SODA_EVENT"] = r.Message
-	msg := r.Message
-	// Keep the message readable in plain `journalctl` output too.
 	var extra []string
 	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == logevent.Key {
+			if id, ok := logevent.MessageIDs[a.Value.String()]; ok {
+				vars["MESSAGE_ID"] = id
+			}
+			return true
+		}
+		addAttr(vars, h.group, a)
+		// Keep the message readable in plain `journalctl` output too.
 		extra = append(extra, a.Key+"="+quote(a.Value.String()))
 		return true
 	})
+	vars["SODA_EVENT"] = r.Message
+	msg := r.Message
 	if len(extra) > 0 {
 		msg += " " + strings.Join(extra, " ")
 	}

@@ -1,6 +1,7 @@
 package systemd
 
 import (
+	"github.com/soda-project/soda/internal/logevent"
 	"log/slog"
 	"testing"
 
@@ -21,9 +22,18 @@ func TestJournalHandlerFields(t *testing.T) {
 	}
 	log := slog.New(h).With("server", "jira")
 	log.Debug("dropped")
-	log.With("session", "ab12cd34").Warn("auth failure", "remote", "127.0.0.1:5", "http.path", "/mcp")
-	if len(got) != 1 {
-		t.Fatalf("sent %d records, want 1 (debug is below the level)", len(got))
+	log.With("session", "ab12cd34").Warn("auth failure", logevent.AuthFailure, "remote", "127.0.0.1:5", "http.path", "/mcp")
+	// The id follows the event attribute, not the wording: a message
+	// without the attribute gets none, whatever it says.
+	log.Warn("auth failure", "remote", "127.0.0.1:6")
+	if len(got) != 2 {
+		t.Fatalf("sent %d records, want 2 (debug is below the level)", len(got))
+	}
+	if id, ok := got[1].vars["MESSAGE_ID"]; ok {
+		t.Errorf("a record without an event attribute got MESSAGE_ID %s", id)
+	}
+	if _, ok := got[0].vars["SODA_EVENT_ID"]; ok {
+		t.Error("the event attribute leaked as a field")
 	}
 	r := got[0]
 	for k, want := range map[string]string{
@@ -32,7 +42,7 @@ func TestJournalHandlerFields(t *testing.T) {
 		"SODA_REMOTE":    "127.0.0.1:5",
 		"SODA_HTTP_PATH": "/mcp",
 		"SODA_EVENT":     "auth failure",
-		"MESSAGE_ID":     MessageIDs["auth failure"],
+		"MESSAGE_ID":     logevent.MessageIDs["auth-failure"],
 	} {
 		if r.vars[k] != want {
 			t.Errorf("%s = %q, want %q", k, r.vars[k], want)
