@@ -29,9 +29,6 @@ const (
 	LayerSeccomp  Layer = "seccomp"  // syscall filter
 )
 
-// Layers lists every layer, for help texts and validation.
-var Layers = []Layer{LayerCgroup, LayerUserNS, LayerNetNS, LayerMountNS, LayerPIDNS, LayerIDMap, LayerLandlock, LayerSeccomp}
-
 // Degradable lists the layers --allow-degraded may waive. The namespaces
 // are not: without them nothing else holds (paths, egress, /proc).
 var Degradable = []Layer{LayerCgroup, LayerLandlock, LayerSeccomp, LayerIDMap}
