@@ -98,6 +98,58 @@ func TestConcurrentSandboxes(t *testing.T) {
 		}
 		e.noLeftovers(t)
 	})
+	// From one process (one engine, one placer), as a daemon runs them:
+	// directly, and as the main process of a service.
+	conc := filepath.Join(e.bin, "sbxconc")
+	for _, where := range []string{"process", "service-process"} {
+		run := func(t *testing.T, args ...string) result {
+			if where == "process" {
+				return e.exec(execOpts{timeout: 180 * time.Second}, append([]string{conc}, args...)...)
+			}
+			return e.inService(t, conc+" "+strings.Join(args, " "), 180*time.Second)
+		}
+		t.Run(where+"/short-does-not-end-long", func(t *testing.T) {
+			r := run(t, "short-long")
+			if r.err != nil || !strings.Contains(r.stdout, "short=0\n") || !strings.Contains(r.stdout, "long=0\nlong-done\n") {
+				t.Fatalf("a short sandbox's start or end ended a long one of the same process:\n%s", r)
+			}
+			e.noLeftovers(t)
+		})
+		for _, n := range []int{2, 20} {
+			t.Run(fmt.Sprintf("%s/%d", where, n), func(t *testing.T) {
+				r := run(t, strconv.Itoa(n), "2")
+				if r.err != nil {
+					t.Errorf("sbxconc: %v", r.err)
+				}
+				wall := checkConcurrent(t, r, n)
+				t.Logf("%d sandboxes started at once from one process (%s) all finished in %s (each sleeps 2s)", n, where, wall)
+				e.noLeftovers(t)
+			})
+		}
+	}
+	// A scope whose owner was killed (its lock file is there, no process
+	// holds it) is stopped by the next sandbox; one with no lock file (an
+	// owner that could not write one, an older soda) is not judged.
+	t.Run("leftover-of-killed-owner", func(t *testing.T) {
+		script := strings.Join([]string{
+			"mkdir -p /run/soda/scopes && : > /run/soda/scopes/soda-sandbox-deadowner.scope.lock",
+			"systemd-run --quiet --scope --unit soda-sandbox-deadowner.scope --slice soda-sandbox.slice sleep 1000 > /dev/null 2>&1 &",
+			"systemd-run --quiet --scope --unit soda-sandbox-nolock.scope --slice soda-sandbox.slice sleep 1000 > /dev/null 2>&1 &",
+			"for i in $(seq 100); do [ $(systemctl list-units --plain --no-legend --state active 'soda-sandbox-*lock.scope' 'soda-sandbox-deadowner.scope' | wc -l) = 2 ] && break; sleep 0.1; done",
+			e.sodactlLine() + " -- true; echo run=$?",
+			"echo deadowner=$(systemctl is-active soda-sandbox-deadowner.scope) nolock=$(systemctl is-active soda-sandbox-nolock.scope)",
+			"ls /run/soda/scopes",
+			"systemctl stop soda-sandbox-nolock.scope",
+		}, "\n")
+		r := e.exec(execOpts{}, "sh", "-c", script)
+		if !strings.Contains(r.stdout, "run=0\n") || !strings.Contains(r.stdout, "deadowner=inactive nolock=active\n") {
+			t.Errorf("the killed owner's scope was not swept, or the one without a lock was:\n%s", r)
+		}
+		if strings.Contains(r.stdout, "deadowner.scope.lock") {
+			t.Errorf("the swept scope's lock file is left:\n%s", r)
+		}
+		e.noLeftovers(t)
+	})
 	for _, n := range []int{2, 20} {
 		t.Run(fmt.Sprintf("service/%d", n), func(t *testing.T) {
 			r := e.inService(t, e.concurrentScript(n, "2"), 180*time.Second)
