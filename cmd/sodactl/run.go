@@ -197,6 +197,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 	defer closeAudit()
 	engine := &sandbox.Linux{Log: log, Audit: audit}
+	defer engine.Close()
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()

@@ -54,6 +54,10 @@ type ScopePlacer struct {
 	fs     cgroupFS
 	dial   func(context.Context) (*sdbus.Conn, error)
 	noGate bool
+	// lockDir holds the lock files that mark live owners (see
+	// scopelock.go); "" disables them, and with them SweepLeftovers.
+	lockDir  string
+	lockWarn sync.Once
 
 	mu   sync.Mutex
 	conn *sdbus.Conn
@@ -123,21 +127,13 @@ func newSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 		conn.Close()
 		return nil, fmt.Errorf("systemd placer: %w", err)
 	}
-	p := &ScopePlacer{log: log, prefix: prefix, slice: slice, limits: limits, fs: fs, conn: conn, dial: dial}
+	p := &ScopePlacer{log: log, prefix: prefix, slice: slice, limits: limits, fs: fs, conn: conn, dial: dial, lockDir: defaultLockDir(user)}
 	if own, err := conn.GetUnitNameByPID(ctx, uint32(os.Getpid())); err == nil && strings.HasSuffix(own, ".service") {
 		p.bindTo = own
 	}
-
-	if p.bindTo != "" {
-		// A restart of the service (unlike a stop or a crash) does not
-		// propagate to the scopes; stop what a killed predecessor left.
-		n, err := p.stopLeftovers(ctx)
-		if err != nil {
-			log.Warn("stop child scopes left by a previous run", "service", p.bindTo, "stopped", n, "err", err)
-		} else if n > 0 {
-			log.Warn("stopped child scopes left by a previous run", "service", p.bindTo, "stopped", n)
-		}
-	}
+	// Nothing is swept here: other processes of the same service may run
+	// scopes of this prefix right now. The caller sweeps, explicitly
+	// (SweepLeftovers), and that stops only scopes whose owner is gone.
 
 	attrs := []any{"mode", p.Mode(), "slice", slice, "systemd", strings.Trim(version, `"`)}
 	attrs = append(attrs, limits.attrs()...)
@@ -157,6 +153,29 @@ func newSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 // has a pid instead of once its gate is up.
 func (p *ScopePlacer) WithoutGate() { p.noGate = true }
 
+// WithLockDir sets the directory of the lock files by which live owners
+// mark their scopes (default: /run/soda/scopes as root, else under
+// $XDG_RUNTIME_DIR/soda), for a caller that may write elsewhere only (a
+// service with ProtectSystem=strict: its RuntimeDirectory=). Call it
+// before the first child starts; "" disables the locks and sweeping.
+func (p *ScopePlacer) WithLockDir(dir string) { p.lockDir = dir }
+
+// WithLimits returns a placer that makes its groups with limits instead
+// of the placer's own, sharing p's connection: one long-lived placer
+// serves children that each have their own limits. It has no Close; p's
+// ends it.
+func (p *ScopePlacer) WithLimits(l Limits) Placer { return scopeLimited{p: p, limits: l} }
+
+// scopeLimited is a ScopePlacer with other limits (WithLimits).
+type scopeLimited struct {
+	p      *ScopePlacer
+	limits Limits
+}
+
+func (s scopeLimited) NewGroup(id string) (Group, error) { return s.p.newGroup(id, s.limits) }
+func (s scopeLimited) Mode() string                      { return s.p.Mode() }
+func (s scopeLimited) Unenforced() []string              { return s.p.fs.unenforced(s.limits) }
+
 // Unenforced lists configured limits whose controller is not mounted.
 func (p *ScopePlacer) Unenforced() []string { return p.fs.unenforced(p.limits) }
 
@@ -173,12 +192,14 @@ func (p *ScopePlacer) UnitName(id string) string {
 
 // NewGroup returns the group for child id; the scope itself is created
 // when the child has started (as a gate) and has a pid.
-func (p *ScopePlacer) NewGroup(id string) (Group, error) {
+func (p *ScopePlacer) NewGroup(id string) (Group, error) { return p.newGroup(id, p.limits) }
+
+func (p *ScopePlacer) newGroup(id string, limits Limits) (Group, error) {
 	name := p.UnitName(id)
 	if err := checkUnitName(name, ".scope"); err != nil {
 		return nil, fmt.Errorf("scope for child %q: %w", id, err)
 	}
-	return &scopeGroup{p: p, id: id, unit: name}, nil
+	return &scopeGroup{p: p, id: id, unit: name, limits: limits}, nil
 }
 
 // Close closes the D-Bus connection. Groups must be released before.
@@ -236,57 +257,62 @@ func probeManageUnits(ctx context.Context, conn *sdbus.Conn, prefix string) erro
 	}
 }
 
-// stopLeftovers stops the scopes of this placer's prefix that an earlier
-// process of the same service created (their StopPropagatedFrom names it)
-// and that are still loaded. It returns how many it stopped.
-func (p *ScopePlacer) stopLeftovers(ctx context.Context) (int, error) {
-	if p.bindTo == "" {
-		return 0, nil
+// SweepLeftovers stops the scopes of this placer's prefix whose owner is
+// gone: the ones whose lock file (see WithLockDir) no live process holds,
+// left by a process killed before it could stop them (systemd does not
+// propagate a restart of a service to its scopes, and a process that runs
+// in no service leaves them running). A live owner's scope, in this
+// process or any other (a sibling in the same service among them), is
+// never touched, nor is a scope without a lock file. It returns the units
+// it stopped. Call it once, when convenient (at start-up); never needed
+// for correctness of new children.
+func (p *ScopePlacer) SweepLeftovers(ctx context.Context) ([]string, error) {
+	if p.lockDir == "" {
+		return nil, nil
 	}
 	conn, err := p.connection(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	pattern := globEscape(escapeUnitPart(p.prefix)) + "-*.scope"
 	units, err := conn.ListUnitsByPatternsContext(ctx, nil, []string{pattern})
 	if err != nil {
-		return 0, fmt.Errorf("list units %s: %w", pattern, err)
+		return nil, fmt.Errorf("list units %s: %w", pattern, err)
 	}
-	n := 0
-	var errs []error
+	// Lock files without a listed unit too: an owner killed while its
+	// unit was being made leaves the file, and perhaps the unit.
+	names, err := lockedUnits(p.lockDir, escapeUnitPart(p.prefix)+"-")
+	if err != nil {
+		return nil, err
+	}
 	for _, u := range units {
-		props, err := conn.GetUnitPropertiesContext(ctx, u.Name)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("properties of %s: %w", u.Name, err))
-			continue
-		}
-		from, _ := props["StopPropagatedFrom"].([]string)
-		if !slices.Contains(from, p.bindTo) {
-			continue
-		}
-		if u.ActiveState == "active" || u.ActiveState == "activating" || u.ActiveState == "deactivating" {
-			done := make(chan string, 1)
-			if _, err := conn.StopUnitContext(ctx, u.Name, "replace", done); err != nil {
-				errs = append(errs, fmt.Errorf("stop %s: %w", u.Name, err))
-				continue
-			}
-			select {
-			case res := <-done:
-				if res != "done" {
-					errs = append(errs, fmt.Errorf("stop %s: job %s", u.Name, res))
-					continue
-				}
-			case <-ctx.Done():
-				errs = append(errs, fmt.Errorf("stop %s: %w", u.Name, ctx.Err()))
-				continue
-			}
-			n++
-		}
-		if err := conn.ResetFailedUnitContext(ctx, u.Name); err != nil && !isNoSuchUnit(err) {
-			errs = append(errs, fmt.Errorf("reset failed state of %s: %w", u.Name, err))
+		if !slices.Contains(names, u.Name) {
+			names = append(names, u.Name)
 		}
 	}
-	return n, errors.Join(errs...)
+	var stopped []string
+	var errs []error
+	for _, name := range names {
+		l, err := tryLock(filepath.Join(p.lockDir, name+lockSuffix), false)
+		switch {
+		case errors.Is(err, errLockHeld), errors.Is(err, os.ErrNotExist):
+			continue // a live owner's, or no owner we can judge
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		}
+		loaded := slices.ContainsFunc(units, func(u sdbus.UnitStatus) bool { return u.Name == name })
+		if err := p.stopUnit(ctx, name); err != nil {
+			l.release(false)
+			errs = append(errs, err)
+			continue
+		}
+		l.release(true)
+		if loaded {
+			stopped = append(stopped, name)
+		}
+	}
+	return stopped, errors.Join(errs...)
 }
 
 // stopUnit stops unit and resets its failed state; a unit that is gone
@@ -391,10 +417,12 @@ func (l Limits) attrs() []any {
 
 // scopeGroup is one child's transient scope.
 type scopeGroup struct {
-	p    *ScopePlacer
-	id   string
-	unit string
-	gate gate
+	p      *ScopePlacer
+	id     string
+	unit   string
+	limits Limits
+	gate   gate
+	lock   *scopeLock // held from before the unit is made until it is gone
 
 	pid       int
 	attempted bool   // StartTransientUnit was called
@@ -440,7 +468,19 @@ func (g *scopeGroup) Started(ctx context.Context, pid int) (err error) {
 		return err
 	}
 	desc := fmt.Sprintf("soda child %s of %s", g.id, g.p.prefix)
-	props := scopeProperties(desc, g.p.slice, pid, g.p.bindTo, g.p.limits)
+	props := scopeProperties(desc, g.p.slice, pid, g.p.bindTo, g.limits)
+	if g.p.lockDir != "" && g.lock == nil {
+		g.lock, err = acquireScopeLock(ctx, g.p.lockDir, g.unit)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return err
+		}
+		if err != nil {
+			// The scope works without; no sweeper will judge it.
+			g.p.lockWarn.Do(func() {
+				g.p.log.Warn("scopes are not marked as owned: a killed process's scopes are left for systemd's stop propagation alone", "dir", g.p.lockDir, "err", err)
+			})
+		}
+	}
 	// The channel must be buffered: go-systemd delivers the job result
 	// while holding a lock that every other job of the connection needs.
 	done := make(chan string, 1)
@@ -572,8 +612,14 @@ func (g *scopeGroup) Count() int {
 // Release makes sure the unit is gone: an empty scope ends by itself (and
 // CollectMode= removes it); one that is not empty is stopped. A failed
 // state is reset so nothing is left to list.
-func (g *scopeGroup) Release() error {
+func (g *scopeGroup) Release() (err error) {
 	g.gate.close()
+	defer func() {
+		// The unit is gone unless stopping it failed; then the file stays
+		// for a later sweep, unlocked.
+		g.lock.release(err == nil)
+		g.lock = nil
+	}()
 	if !g.attempted {
 		return nil
 	}

@@ -509,17 +509,19 @@ func TestScopeIntegrationStopPropagated(t *testing.T) {
 			}
 			if how == "restart" {
 				// systemd does not propagate a restart; the new process
-				// stops what the old one left (NewSystemdPlacer does this).
+				// stops what the old one left (SweepLeftovers), once the
+				// old one is gone: while its owner lives, a scope stays.
 				time.Sleep(100 * time.Millisecond)
 				if !unitLoaded(t, p, g.unit) {
 					t.Log("systemd propagated the restart after all")
 				}
-				other := &ScopePlacer{log: p.log, prefix: p.prefix, slice: p.slice, bindTo: "other.service", fs: p.fs, conn: conn}
-				if n, err := other.stopLeftovers(ctx); err != nil || n != 0 {
-					t.Errorf("stopLeftovers for another service stopped %d: %v", n, err)
+				if got, err := p.SweepLeftovers(ctx); err != nil || len(got) != 0 {
+					t.Errorf("SweepLeftovers stopped %v of a live owner: %v", got, err)
 				}
-				if n, err := p.stopLeftovers(ctx); err != nil || n != 1 {
-					t.Errorf("stopLeftovers stopped %d scopes (want 1): %v", n, err)
+				g.lock.release(false) // as the owner's death does
+				g.lock = nil
+				if got, err := p.SweepLeftovers(ctx); err != nil || len(got) != 1 || got[0] != g.unit {
+					t.Errorf("SweepLeftovers stopped %v (want %s): %v", got, g.unit, err)
 				}
 			}
 			waitUnitGone(t, p, g.unit)
@@ -665,4 +667,137 @@ func TestScopeIntegrationSupervised(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// siblingEnv makes the test binary a stand-in process of TestScopeIntegrationSiblings
+// or TestScopeIntegrationKilledOwner.
+const siblingEnv = "SODA_SCOPE_SIBLING_CHILD"
+
+// scopedSleep places a sleep in a new scope of p (no gate) and returns it.
+func scopedSleep(ctx context.Context, p *ScopePlacer, id string) (*exec.Cmd, Group, error) {
+	g, err := p.NewGroup(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command("sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	if err := g.Started(ctx, cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		return nil, nil, err
+	}
+	return cmd, g, nil
+}
+
+// TestScopeIntegrationSiblings: two processes of one systemd service (a CI
+// runner running two agents), each with its own placer of the same
+// prefix: the second one's start and sweep leave the first one's live
+// scope alone, and the first one's scope ends only with its own release.
+// Before the fix, NewSystemdPlacer stopped every scope of the prefix whose
+// StopPropagatedFrom named its service, that is the sibling's.
+func TestScopeIntegrationSiblings(t *testing.T) {
+	if os.Getenv(siblingEnv) == "siblings" {
+		// Inside the service: two placers as two processes would make.
+		ctx := t.Context()
+		p1, err := NewSystemdPlacer(ctx, testLogger(t), "soda-sibtest", DefaultSlice, Limits{TasksMax: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p1.Close()
+		p1.WithoutGate()
+		if p1.bindTo == "" {
+			t.Fatal("not in a service")
+		}
+		cmd, g, err := scopedSleep(ctx, p1, "one")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = g.Kill(ctx); _ = g.Release(); _ = cmd.Wait() }()
+		p2, err := NewSystemdPlacer(ctx, testLogger(t), "soda-sibtest", DefaultSlice, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p2.Close()
+		stopped, err := p2.SweepLeftovers(ctx)
+		fmt.Printf("SWEPT %v %v\n", stopped, err)
+		time.Sleep(200 * time.Millisecond)
+		fmt.Printf("ALIVE %v\n", alive(cmd.Process.Pid))
+		return
+	}
+	requireSystemd(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := fmt.Sprintf("soda-sibtest-svc-%d.service", os.Getpid())
+	out, err := exec.Command("systemd-run", "--quiet", "--wait", "--pipe", "--unit", unit, "-p", "StandardError=journal",
+		"--setenv", siblingEnv+"=siblings", self, "-test.run", "^TestScopeIntegrationSiblings$", "-test.v").CombinedOutput()
+	if err != nil {
+		t.Fatalf("run the siblings in %s: %v\n%s", unit, err, out)
+	}
+	if !strings.Contains(string(out), "SWEPT [] <nil>") || !strings.Contains(string(out), "ALIVE true") {
+		t.Errorf("the second placer of a service ended the first one's live scope:\n%s", out)
+	}
+}
+
+// TestScopeIntegrationKilledOwner: the scope of a process killed with
+// SIGKILL (it could not stop its scopes) is a leftover, and the next
+// placer's SweepLeftovers stops it and kills what runs in it.
+func TestScopeIntegrationKilledOwner(t *testing.T) {
+	if os.Getenv(siblingEnv) == "owner" {
+		ctx := t.Context()
+		p, err := NewSystemdPlacer(ctx, testLogger(t), "soda-sibtest", DefaultSlice, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.WithoutGate()
+		cmd, _, err := scopedSleep(ctx, p, fmt.Sprintf("dead-%d", os.Getpid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("PLACED %d %s\n", cmd.Process.Pid, p.UnitName(fmt.Sprintf("dead-%d", os.Getpid())))
+		time.Sleep(time.Minute) // killed meanwhile
+		return
+	}
+	requireSystemd(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := exec.Command(self, "-test.run", "^TestScopeIntegrationKilledOwner$", "-test.v")
+	owner.Env = append(os.Environ(), siblingEnv+"=owner")
+	stdout, err := owner.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = owner.Process.Kill(); _ = owner.Wait() })
+	var pid int
+	var unit string
+	r := bufio.NewReader(stdout)
+	for unit == "" {
+		line := readLine(t, r, 30*time.Second)
+		if _, err := fmt.Sscanf(line, "PLACED %d %s", &pid, &unit); err == nil {
+			break
+		}
+	}
+	p := newTestScopePlacer(t, Limits{})
+	p.prefix = "soda-sibtest"
+	if got, err := p.SweepLeftovers(t.Context()); err != nil || slices.Contains(got, unit) {
+		t.Fatalf("swept %v of a live owner: %v", got, err)
+	}
+	_ = owner.Process.Kill()
+	_ = owner.Wait()
+	if !unitLoaded(t, p, unit) || !alive(pid) {
+		t.Fatalf("the scope %s did not outlive its killed owner: nothing to test", unit)
+	}
+	got, err := p.SweepLeftovers(t.Context())
+	if err != nil || !slices.Contains(got, unit) {
+		t.Fatalf("SweepLeftovers = %v, %v; want %s stopped", got, err, unit)
+	}
+	waitUnitGone(t, p, unit)
+	waitDead(t, []int{pid}, "the sweep of its scope")
 }

@@ -518,6 +518,16 @@ func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.P
 		CPUQuota:  uint64(cfg.Limits.CPUQuotaPercent),
 	}
 	if sp, err := child.NewSystemdPlacer(ctx, log, "soda-mcp-"+cfg.Name, "", limits); err == nil {
+		// Its RuntimeDirectory= is writable under ProtectSystem=strict.
+		sp.WithLockDir(strings.TrimSuffix(ledgerDir(cfg.Name), ".children") + ".scopes")
+		// A restart of the service (unlike a stop or a crash) does not
+		// propagate to the scopes; stop what a killed predecessor left,
+		// never what a live process has.
+		if stopped, err := sp.SweepLeftovers(ctx); err != nil {
+			log.Warn("stop child scopes left by a previous run", "stopped", stopped, "err", err)
+		} else if len(stopped) > 0 {
+			log.Warn("stopped child scopes left by a previous run", "stopped", stopped)
+		}
 		return sp
 	} else {
 		log.Info("no transient systemd scopes for children", "reason", err.Error())

@@ -39,6 +39,25 @@ type Linux struct {
 	Audit func(Record)
 	// Resolver is used by the egress proxy (nil: the system resolver).
 	Resolver egress.Resolver
+
+	// The systemd placer every sandbox of this engine shares, connected
+	// on first use (one D-Bus connection per process, not per sandbox);
+	// Close ends it.
+	scopeMu sync.Mutex
+	scopes  *child.ScopePlacer
+}
+
+// Close releases what the engine holds for all its sandboxes (the
+// connection to systemd). Call it once every sandbox has ended.
+func (e *Linux) Close() error {
+	e.scopeMu.Lock()
+	defer e.scopeMu.Unlock()
+	if e.scopes == nil {
+		return nil
+	}
+	err := e.scopes.Close()
+	e.scopes = nil
+	return err
 }
 
 // startTimeout bounds the time from clone to the command's exec.
@@ -165,7 +184,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	if scope && !spec.Knobs.unavailable(LayerCgroup) {
 		// Connect to systemd while the rest is prepared and init starts.
 		sb.pendingScope = make(chan scopeResult, 1)
-		go func() { sb.pendingScope <- connectScope(ctx, root, sb.childLimits()) }()
+		go func() { sb.pendingScope <- e.scopePlacer(ctx, root, sb.childLimits()) }()
 	}
 	tPrep := time.Since(sb.started)
 	if !scope {
@@ -499,26 +518,44 @@ func (sb *Sandbox) sweepLeftovers(p child.Placer) {
 
 // scopeResult is a systemd placer being connected.
 type scopeResult struct {
-	placer *child.ScopePlacer
+	placer child.Placer // the engine's, with the sandbox's limits
 	err    error
 }
 
-// connectScope connects to the service manager that makes the sandbox's
-// scope: the system's for root, the user's own otherwise.
-func connectScope(ctx context.Context, root bool, limits child.Limits) scopeResult {
-	var p *child.ScopePlacer
-	var err error
-	if root {
-		p, err = child.NewSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
-	} else {
-		p, err = child.NewUserSystemdPlacer(ctx, slog.New(slog.DiscardHandler), "soda-sandbox", "soda-sandbox.slice", limits)
+// scopePlacer returns the engine's systemd placer, with limits, connecting
+// it on first use to the service manager that makes the sandboxes' scopes:
+// the system's for root, the user's own otherwise. The first connection
+// sweeps the scopes that killed sandbox owners left; a live sibling's
+// scope, in this process or another, is never touched (see
+// child.ScopePlacer.SweepLeftovers).
+func (e *Linux) scopePlacer(ctx context.Context, root bool, limits child.Limits) scopeResult {
+	e.scopeMu.Lock()
+	defer e.scopeMu.Unlock()
+	if e.scopes == nil {
+		log := e.Log
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		var p *child.ScopePlacer
+		var err error
+		if root {
+			p, err = child.NewSystemdPlacer(ctx, log, "soda-sandbox", "soda-sandbox.slice", child.Limits{})
+		} else {
+			p, err = child.NewUserSystemdPlacer(ctx, log, "soda-sandbox", "soda-sandbox.slice", child.Limits{})
+		}
+		if err != nil {
+			return scopeResult{err: err}
+		}
+		// Init is its own gate: it forks nothing before placedByte.
+		p.WithoutGate()
+		if stopped, err := p.SweepLeftovers(ctx); err != nil {
+			log.Warn("stop sandbox scopes left by killed owners", "stopped", stopped, "err", err)
+		} else if len(stopped) > 0 {
+			log.Info("stopped sandbox scopes left by killed owners", "stopped", stopped)
+		}
+		e.scopes = p
 	}
-	if err != nil {
-		return scopeResult{err: err}
-	}
-	// Init is its own gate: it forks nothing before placedByte.
-	p.WithoutGate()
-	return scopeResult{placer: p}
+	return scopeResult{placer: e.scopes.WithLimits(limits)}
 }
 
 // childLimits are the spec's limits for a placer.
@@ -675,9 +712,7 @@ loop:
 // cgroup, the egress proxy, the uid and the idmap namespaces.
 func (sb *Sandbox) cleanup(ctx context.Context) {
 	if sb.pendingScope != nil {
-		if r := <-sb.pendingScope; r.placer != nil {
-			r.placer.Close()
-		}
+		<-sb.pendingScope // the engine's placer: nothing to close
 		sb.pendingScope = nil
 	}
 	if sb.group != nil {
