@@ -1,0 +1,359 @@
+package child
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// cgroup1Controllers are the v1 hierarchies a cgroup1Placer uses, each
+// with the limit it enforces.
+var cgroup1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu}
+
+// cgroup1Placer creates, for each child, one directory in each of the v1
+// memory, pids and cpu hierarchies (below the caller's own v1 cgroups) and,
+// when the host has a writable cgroup v2 tree, one v2 directory too: the
+// child is cloned into the v2 one (CLONE_INTO_CGROUP) and killed as a whole
+// through its cgroup.kill; the v1 ones hold the limits. For hybrid hosts
+// (cgroup v1 controllers, a v2 tree without them) with no systemd.
+type cgroup1Placer struct {
+	mounts map[cgroup1.Name]string // hierarchy → its directory (/sys/fs/cgroup/memory)
+	own    map[cgroup1.Name]string // hierarchy → our cgroup, as /proc/self/cgroup says
+	base   map[cgroup1.Name]string // hierarchy → our cgroup below its mount
+	prefix string
+	limits Limits
+	memsw  bool          // memory.memsw.* exists: swap is limited too
+	v2     *cgroupPlacer // nil: no writable v2 tree; kill by signalling cgroup.procs
+}
+
+// NewCgroup1Placer returns a placer that puts each child in its own
+// directories of the cgroup v1 memory, pids and cpu hierarchies, below the
+// caller's own v1 cgroups, with MemoryMax as memory.limit_in_bytes (and
+// memory.memsw.limit_in_bytes: no swap beyond it), TasksMax as pids.max,
+// CPUQuota as cpu.cfs_quota_us over cpu.cfs_period_us and CPUWeight as
+// cpu.shares. The child is placed once it has a pid (Started), by writing
+// it to each hierarchy's cgroup.procs: the caller must make sure it runs
+// nothing before (soda's sandbox init waits for its placed byte). When
+// the host also has a writable cgroup v2 tree (a hybrid host), the child
+// is cloned into a v2 directory as well, so that it can be killed as a
+// whole (cgroup.kill); without one, Kill signals every process the v1
+// hierarchies list until none is left. It needs write access to the v1
+// hierarchies (root, in practice) and returns an error saying why it
+// cannot be used otherwise.
+func NewCgroup1Placer(prefix string, limits Limits) (Placer, error) {
+	return newCgroup1Placer(prefix, limits)
+}
+
+func newCgroup1Placer(prefix string, limits Limits) (*cgroup1Placer, error) {
+	own, _, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	p := &cgroup1Placer{mounts: map[cgroup1.Name]string{}, own: map[cgroup1.Name]string{}, base: map[cgroup1.Name]string{},
+		prefix: prefix, limits: limits}
+	nested := cgroup1.NestedPath("")
+	for _, c := range cgroup1Controllers {
+		if _, ok := own[string(c)]; !ok {
+			continue // not a v1 hierarchy here
+		}
+		base, err := nested(c)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+		}
+		mount := filepath.Join(cgroup1Root, string(c))
+		dir := filepath.Join(mount, base)
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+		}
+		probe := filepath.Join(dir, fmt.Sprintf("%s-probe-%d", prefix, os.Getpid()))
+		if err := os.Mkdir(probe, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s %s is not writable: %w", c, dir, err)
+		}
+		if err := os.Remove(probe); err != nil {
+			return nil, fmt.Errorf("remove probe cgroup: %w", err)
+		}
+		p.mounts[c], p.own[c], p.base[c] = mount, own[string(c)], base
+	}
+	if len(p.mounts) == 0 {
+		return nil, errors.New("no cgroup v1 memory, pids or cpu hierarchy")
+	}
+	if _, ok := p.mounts[cgroup1.Memory]; ok {
+		_, err := os.Stat(filepath.Join(p.mounts[cgroup1.Memory], p.base[cgroup1.Memory], "memory.memsw.limit_in_bytes"))
+		p.memsw = err == nil
+	}
+	if v2, err := newCgroupPlacer(prefix, Limits{}); err == nil {
+		p.v2 = v2
+	}
+	return p, nil
+}
+
+// cgroup1Root is where the v1 hierarchies are mounted, one directory each
+// (/sys/fs/cgroup/cpu is a symbolic link to cpu,cpuacct where they share one).
+const cgroup1Root = "/sys/fs/cgroup"
+
+func (p *cgroup1Placer) Mode() string { return "cgroup-v1" }
+
+// Unenforced lists configured limits whose v1 hierarchy is missing.
+func (p *cgroup1Placer) Unenforced() []string {
+	var out []string
+	has := func(c cgroup1.Name) bool { _, ok := p.mounts[c]; return ok }
+	if p.limits.MemoryMax > 0 && !has(cgroup1.Memory) {
+		out = append(out, "MemoryMax")
+	}
+	if p.limits.TasksMax > 0 && !has(cgroup1.Pids) {
+		out = append(out, "TasksMax")
+	}
+	if p.limits.CPUWeight > 0 && !has(cgroup1.Cpu) {
+		out = append(out, "CPUWeight")
+	}
+	if p.limits.CPUQuota > 0 && !has(cgroup1.Cpu) {
+		out = append(out, "CPUQuota")
+	}
+	return out
+}
+
+// resources are the limits in the runtime-spec form cgroup1 writes.
+func (p *cgroup1Placer) resources() *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if p.limits.MemoryMax > 0 {
+		m := p.limits.MemoryMax
+		r.Memory = &specs.LinuxMemory{Limit: &m}
+		if p.memsw {
+			// memory+swap equal to memory: nothing beyond the limit is
+			// swapped out instead of killed.
+			sw := m
+			r.Memory.Swap = &sw
+		}
+	}
+	if p.limits.TasksMax > 0 {
+		n := p.limits.TasksMax
+		r.Pids = &specs.LinuxPids{Limit: &n}
+	}
+	if p.limits.CPUWeight > 0 || p.limits.CPUQuota > 0 {
+		r.CPU = &specs.LinuxCPU{}
+		if w := p.limits.CPUWeight; w > 0 {
+			// systemd's and runc's mapping of cpu.weight (1..10000,
+			// default 100) to cpu.shares (2..262144, default 1024).
+			shares := 2 + ((min(w, 10000)-1)*262142)/9999
+			r.CPU.Shares = &shares
+		}
+		if p.limits.CPUQuota > 0 {
+			period := uint64(cpuPeriodUSec)
+			quota := int64(p.limits.CPUQuota * cpuPeriodUSec / 100)
+			r.CPU.Period, r.CPU.Quota = &period, &quota
+		}
+	}
+	return r
+}
+
+// hierarchy lists the v1 subsystems this placer uses.
+func (p *cgroup1Placer) hierarchy() ([]cgroup1.Subsystem, error) {
+	var out []cgroup1.Subsystem
+	for _, c := range cgroup1Controllers {
+		if _, ok := p.mounts[c]; !ok {
+			continue
+		}
+		switch c {
+		case cgroup1.Memory:
+			out = append(out, cgroup1.NewMemory(cgroup1Root, cgroup1.OptionalSwap()))
+		case cgroup1.Pids:
+			out = append(out, cgroup1.NewPids(cgroup1Root))
+		case cgroup1.Cpu:
+			out = append(out, cgroup1.NewCpu(cgroup1Root))
+		}
+	}
+	return out, nil
+}
+
+func (p *cgroup1Placer) NewGroup(id string) (Group, error) {
+	name := p.prefix + "-" + id
+	g := &cgroup1Group{name: name, paths: map[string]string{}}
+	for c := range p.mounts {
+		g.dirs = append(g.dirs, filepath.Join(p.mounts[c], p.base[c], name))
+		g.paths[string(c)] = filepath.Join(p.own[c], name)
+	}
+	slices.Sort(g.dirs)
+	path := func(c cgroup1.Name) (string, error) { return filepath.Join(p.base[c], name), nil }
+	cg, err := cgroup1.New(path, p.resources(), cgroup1.WithHierarchy(p.hierarchy))
+	if err != nil {
+		// cgroup1.New leaves what it made: remove the empty directories.
+		for _, d := range g.dirs {
+			_ = os.Remove(d)
+		}
+		return nil, fmt.Errorf("create cgroup v1 %s: %w", name, err)
+	}
+	g.cg = cg
+	if p.v2 != nil {
+		v2, err := p.v2.NewGroup(id)
+		if err != nil {
+			_ = g.Release()
+			return nil, err
+		}
+		g.v2 = v2.(*cgroupGroup)
+	}
+	return g, nil
+}
+
+// Sweep removes the empty directories named PREFIX-* that killed
+// predecessors left in the v1 hierarchies and the v2 tree (see
+// cgroupPlacer.Sweep: a live sibling's directory is never removed).
+func (p *cgroup1Placer) Sweep(log *slog.Logger, minAge time.Duration) []string {
+	var removed []string
+	if p.v2 != nil {
+		removed = p.v2.Sweep(log, minAge)
+	}
+	for c, mount := range p.mounts {
+		dir := filepath.Join(mount, p.base[c])
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			log.Warn("sweep leftover cgroups", "dir", dir, "err", err)
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), p.prefix+"-") {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			info, err := e.Info()
+			if err != nil || time.Since(info.ModTime()) < minAge {
+				continue
+			}
+			if b, err := os.ReadFile(filepath.Join(path, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(b))) > 0 {
+				continue
+			}
+			if err := os.Remove(path); err != nil {
+				log.Debug("leftover cgroup kept", "cgroup", path, "err", err)
+				continue
+			}
+			log.Info("removed a leftover cgroup (its owner was killed)", "cgroup", path, "age", time.Since(info.ModTime()).Round(time.Second))
+			removed = append(removed, path)
+		}
+	}
+	return removed
+}
+
+// cgroup1Group is a child's directories in the v1 hierarchies (and its v2
+// directory, if any).
+type cgroup1Group struct {
+	cg    cgroup1.Cgroup
+	name  string
+	dirs  []string          // the v1 directories
+	paths map[string]string // controller → path, as /proc/PID/cgroup shows it
+	v2    *cgroupGroup      // nil: no v2 tree
+}
+
+// V1Paths maps each v1 controller the group uses to the cgroup path a
+// member shows for it in /proc/PID/cgroup, for callers that check the
+// placement took.
+func (g *cgroup1Group) V1Paths() map[string]string { return g.paths }
+
+func (g *cgroup1Group) Prepare(cmd *exec.Cmd) error {
+	if g.v2 != nil {
+		return g.v2.Prepare(cmd)
+	}
+	return nil
+}
+
+// Started moves pid into each v1 directory. A v1 hierarchy has no
+// CLONE_INTO_CGROUP: the process must not fork before this returns.
+func (g *cgroup1Group) Started(ctx context.Context, pid int) error {
+	if g.v2 != nil {
+		if err := g.v2.Started(ctx, pid); err != nil {
+			return err
+		}
+	}
+	if err := g.cg.AddProc(uint64(pid)); err != nil {
+		return fmt.Errorf("move pid %d into cgroup v1 %s: %w", pid, g.name, err)
+	}
+	return nil
+}
+
+func (g *cgroup1Group) String() string {
+	s := "cgroup v1 " + strings.Join(g.dirs, " ")
+	if g.v2 != nil {
+		s += " and " + g.v2.path
+	}
+	return s
+}
+
+// pids lists the group's processes, from the v2 directory and every v1 one.
+func (g *cgroup1Group) pids() []int {
+	var out []int
+	if g.v2 != nil {
+		if procs, err := g.v2.m.Procs(true); err == nil {
+			for _, p := range procs {
+				out = append(out, int(p))
+			}
+		}
+	}
+	for _, s := range g.cg.Subsystems() {
+		procs, err := g.cg.Processes(s.Name(), true)
+		if err != nil {
+			continue
+		}
+		for _, p := range procs {
+			out = append(out, p.Pid)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (g *cgroup1Group) Signal(sig syscall.Signal) error {
+	for _, pid := range g.pids() {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("signal %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// Kill kills the whole group at once through cgroup.kill when it has a v2
+// directory, and signals whatever the v1 hierarchies still list (forks that
+// raced the signal are caught on the next round) until none is left.
+func (g *cgroup1Group) Kill(ctx context.Context) error {
+	if g.v2 != nil {
+		if err := g.v2.m.Kill(); err != nil {
+			return fmt.Errorf("kill %s: %w", g.v2.path, err)
+		}
+	}
+	return waitEmpty(ctx, g, func() error { return g.Signal(syscall.SIGKILL) })
+}
+
+func (g *cgroup1Group) Count() int { return len(g.pids()) }
+
+// Release removes the v1 directories and the v2 one.
+func (g *cgroup1Group) Release() error {
+	var errs []error
+	if g.v2 != nil {
+		if err := g.v2.Release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if g.cg != nil {
+		var err error
+		for range 50 {
+			if err = g.cg.Delete(); err == nil || errors.Is(err, cgroup1.ErrCgroupDeleted) {
+				err = nil
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup v1 %s: %w", g.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
