@@ -144,9 +144,9 @@ func (p *cgroup1Placer) resources() *specs.LinuxResources {
 	if p.limits.CPUWeight > 0 || p.limits.CPUQuota > 0 {
 		r.CPU = &specs.LinuxCPU{}
 		if w := p.limits.CPUWeight; w > 0 {
-			// systemd's and runc's mapping of cpu.weight (1..10000,
-			// default 100) to cpu.shares (2..262144, default 1024).
-			shares := 2 + ((min(w, 10000)-1)*262142)/9999
+			// systemd's mapping of CPUWeight= (1..10000, default 100)
+			// to cpu.shares (2..262144, default 1024).
+			shares := min(max(w*1024/100, 2), 262144)
 			r.CPU.Shares = &shares
 		}
 		if p.limits.CPUQuota > 0 {
