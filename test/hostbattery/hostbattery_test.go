@@ -3,10 +3,11 @@
 // test/sandbox, as root and as the unprivileged user nobody, and fails on
 // any escaped row.
 //
-// This host may have no systemd and a cgroup v1/v2 hybrid, where the cgroup
-// layer cannot enforce limits: the runs waive that layer alone
-// (--allow-degraded cgroup); every other layer must be in place. The box
-// (make test-e2e) runs the same battery with the cgroup layer enforced.
+// This host may have no systemd and a cgroup v1/v2 hybrid. There the root
+// run gets its limits from cgroup v1 directories and runs with every layer
+// in place; the user's run, which nothing delegates a cgroup to, waives
+// the cgroup layer alone (--allow-degraded cgroup). The box (make
+// test-e2e) runs the same battery with the cgroup layer enforced for both.
 //
 // It needs root (to run the user's sandbox as nobody) and, for the user
 // run, unprivileged user namespaces; it skips, saying why, without them.
@@ -356,7 +357,11 @@ func (e *env) run(t *testing.T, a account) {
 		"169.254.169.254:80",                   // metadata literal, not granted
 		fmt.Sprintf("127.0.0.1:%d", hostTCP+1), // no service, not granted
 	}
-	args := []string{"run", "--allow-degraded", "cgroup",
+	var args []string
+	if !a.root() {
+		args = []string{"--allow-degraded", "cgroup"}
+	}
+	args = append([]string{"run"}, append(args,
 		"--ro", e.bin, "--rw", ws, "--audit-json", audit, "--timeout", "60s",
 		"--allow-private", echo, "--allow", fmt.Sprintf("localhost:%d", hostTCP),
 		"--", filepath.Join(e.bin, "sbxprobe"), "battery",
@@ -373,7 +378,7 @@ func (e *env) run(t *testing.T, a account) {
 		"--host-machine-id", e.id.machineID,
 		"--host-boot-id", e.id.bootID,
 		"--host-cmdline-sha256", e.id.cmdlineSHA,
-	}
+	)...)
 	if len(e.id.macs) > 0 {
 		args = append(args, "--host-macs", strings.Join(e.id.macs, ","))
 	}
@@ -438,6 +443,11 @@ func (e *env) run(t *testing.T, a account) {
 		t.Errorf("%s: granted echo target %s audited as %q, want allow", a.name, echo, decision[echo])
 	}
 
+	// Root's run had its cgroup (no --allow-degraded): the audit says so.
+	if a.root() && !cgroupApplied(t, audit) {
+		t.Errorf("%s: the audit has no cgroup layer applied", a.name)
+	}
+
 	// The user's home below its runtime directory is gone.
 	if !a.root() {
 		state := filepath.Join(a.runtime, fmt.Sprintf("soda-sandbox-%d", a.uid))
@@ -473,4 +483,31 @@ func auditDecisions(t *testing.T, path string) map[string]string {
 		}
 	}
 	return decision
+}
+
+// cgroupApplied reports whether an audit file records the cgroup layer as
+// applied (and never as degraded).
+func cgroupApplied(t *testing.T, path string) bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read audit: %v", err)
+	}
+	applied := false
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec struct {
+			Event, Layer, State, Detail string
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if rec.Event == "layer" && rec.Layer == "cgroup" {
+			t.Logf("audit: cgroup %s: %s", rec.State, rec.Detail)
+			if rec.State != "applied" {
+				return false
+			}
+			applied = true
+		}
+	}
+	return applied
 }
