@@ -39,7 +39,7 @@ if (startupRows.length) {
   p('|---|---|---|---|---|---|---|---|---|');
   const label = {
     'host/true': 'plain `true`',
-    'host/sodactl': '`sodactl run --allow-degraded cgroup -- true` (no cgroup)',
+    'host/sodactl': '`sodactl run -- true` (limits enforced: cgroup v1 directories on a hybrid host without systemd)',
     'host/codex': '`codex sandbox -- true`',
     'host/srt': '`srt --settings FILE true`',
     'box/true': 'plain `true`',
