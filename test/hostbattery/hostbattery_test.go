@@ -320,6 +320,54 @@ func TestHostBatteryUser(t *testing.T) {
 	e.run(t, e.nobody(t))
 }
 
+// TestHostUserWithoutCgroupRefuses: on a host that delegates no cgroup to
+// an ordinary user (a v1/v2 hybrid without systemd), "sodactl run" as that
+// user refuses without --allow-degraded cgroup, naming the layer, and
+// runs nothing; the cgroup v1 placement is root's only.
+func TestHostUserWithoutCgroupRefuses(t *testing.T) {
+	e := setup(t)
+	a := e.nobody(t)
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		t.Skip("SKIP: systemd runs here: the user's manager makes the sandbox's scope")
+	}
+	ws := filepath.Join(e.base, "ws-refuse")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, int(a.uid), int(a.gid)); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(ws, "ran")
+	sodactl := func(extra ...string) (string, error) {
+		args := append(append([]string{"run"}, extra...), "--rw", ws, "--", "/bin/sh", "-c", "touch "+marker)
+		cmd := exec.Command(filepath.Join(e.bin, "sodactl"), args...)
+		cmd.SysProcAttr = a.credential()
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + a.home, "USER=" + a.name, "XDG_RUNTIME_DIR=" + a.runtime}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// Control: with the waiver it runs, so a refusal below is the cgroup's.
+	if out, err := sodactl("--allow-degraded", "cgroup"); err != nil {
+		t.Fatalf("control with --allow-degraded cgroup: %v\n%s", err, out)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatalf("control: the command did not run: %v", err)
+	}
+	out, err := sodactl()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(out, "layer cgroup") {
+		if err == nil {
+			t.Skipf("SKIP: this host delegates a cgroup with the controllers to %s (the run was not refused)", a.name)
+		}
+		t.Fatalf("as %s without the waiver: %v, want exit 125 naming the cgroup layer\n%s", a.name, err, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran although the cgroup layer was refused")
+	}
+	t.Logf("refused as expected: %s", strings.TrimSpace(out))
+}
+
 // run runs the battery in sodactl run as a and judges it.
 func (e *env) run(t *testing.T, a account) {
 	ws := filepath.Join(e.base, "ws-"+a.name)
