@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,9 +17,10 @@ import (
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
-// cgroup1Controllers are the v1 hierarchies a cgroup1Placer uses, each
+// cgroup1Controllers are the v1 hierarchies a cgroup1Placer may use, each
 // with the limit it enforces.
 var cgroup1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu}
 
@@ -39,8 +41,8 @@ type cgroup1Placer struct {
 }
 
 // NewCgroup1Placer returns a placer that puts each child in its own
-// directories of the cgroup v1 memory, pids and cpu hierarchies, below the
-// caller's own v1 cgroups, with MemoryMax as memory.limit_in_bytes (and
+// directories of the cgroup v1 memory, pids and cpu hierarchies (those
+// its limits need), below the caller's own v1 cgroups, with MemoryMax as memory.limit_in_bytes (and
 // memory.memsw.limit_in_bytes: no swap beyond it), TasksMax as pids.max,
 // CPUQuota as cpu.cfs_quota_us over cpu.cfs_period_us and CPUWeight as
 // cpu.shares. The child is placed once it has a pid (Started), by writing
@@ -63,40 +65,116 @@ func newCgroup1Placer(prefix string, limits Limits) (*cgroup1Placer, error) {
 	}
 	p := &cgroup1Placer{mounts: map[cgroup1.Name]string{}, own: map[cgroup1.Name]string{}, base: map[cgroup1.Name]string{},
 		prefix: prefix, limits: limits}
-	nested := cgroup1.NestedPath("")
-	for _, c := range cgroup1Controllers {
-		if _, ok := own[string(c)]; !ok {
+	p.v2 = killOnlyV2(prefix)
+	mounts, err := v1Mounts("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range p.wanted() {
+		m, ok := mounts[string(c)]
+		if _, in := own[string(c)]; !ok || !in {
 			continue // not a v1 hierarchy here
 		}
-		base, err := nested(c)
-		if err != nil {
-			return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+		// Our cgroup below the mount's root (a container sees its own).
+		base, err := filepath.Rel(m.root, own[string(c)])
+		if err != nil || strings.HasPrefix(base, "..") {
+			return nil, fmt.Errorf("cgroup v1 %s: our cgroup %s is outside the mounted %s", c, own[string(c)], m.root)
 		}
+		base = filepath.Join("/", base)
+		// cgroup1's subsystems find the hierarchy at /sys/fs/cgroup/NAME
+		// (a symbolic link where controllers share a mount).
 		mount := filepath.Join(cgroup1Root, string(c))
+		if real, err := filepath.EvalSymlinks(mount); err != nil || real != m.mount {
+			return nil, fmt.Errorf("cgroup v1 %s is mounted at %s, not at %s", c, m.mount, mount)
+		}
 		dir := filepath.Join(mount, base)
 		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
 			return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
 		}
-		probe := filepath.Join(dir, fmt.Sprintf("%s-probe-%d", prefix, os.Getpid()))
-		if err := os.Mkdir(probe, 0o755); err != nil {
+		// access(2) rather than a probe directory: making and removing a
+		// v1 memory cgroup costs a sandbox's start-up more.
+		if err := unix.Access(dir, unix.W_OK); err != nil {
 			return nil, fmt.Errorf("cgroup v1 %s %s is not writable: %w", c, dir, err)
-		}
-		if err := os.Remove(probe); err != nil {
-			return nil, fmt.Errorf("remove probe cgroup: %w", err)
 		}
 		p.mounts[c], p.own[c], p.base[c] = mount, own[string(c)], base
 	}
-	if len(p.mounts) == 0 {
+	if len(p.mounts) == 0 && p.v2 == nil {
 		return nil, errors.New("no cgroup v1 memory, pids or cpu hierarchy")
 	}
 	if _, ok := p.mounts[cgroup1.Memory]; ok {
 		_, err := os.Stat(filepath.Join(p.mounts[cgroup1.Memory], p.base[cgroup1.Memory], "memory.memsw.limit_in_bytes"))
 		p.memsw = err == nil
 	}
-	if v2, err := newCgroupPlacer(prefix, Limits{}); err == nil {
-		p.v2 = v2
-	}
 	return p, nil
+}
+
+// wanted lists the v1 hierarchies the limits need: each one joined costs
+// a directory and a migration. Without a v2 directory to count and kill
+// the group by, the pids hierarchy is joined in any case.
+func (p *cgroup1Placer) wanted() []cgroup1.Name {
+	var out []cgroup1.Name
+	if p.limits.MemoryMax > 0 {
+		out = append(out, cgroup1.Memory)
+	}
+	if p.limits.TasksMax > 0 || p.v2 == nil {
+		out = append(out, cgroup1.Pids)
+	}
+	if p.limits.CPUWeight > 0 || p.limits.CPUQuota > 0 {
+		out = append(out, cgroup1.Cpu)
+	}
+	return out
+}
+
+// killOnlyV2 returns a placer of v2 directories with no controllers, to
+// clone into and kill by, or nil when the v2 tree is not writable. Unlike
+// newCgroupPlacer it makes no probe directory: access(2) tells, cheaper.
+func killOnlyV2(prefix string) *cgroupPlacer {
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return nil
+	}
+	own, err := ownCgroup2Path()
+	if err != nil {
+		return nil
+	}
+	dir := filepath.Join(mount, own)
+	if unix.Access(dir, unix.W_OK) != nil {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil && own != "/" {
+		return nil
+	}
+	return &cgroupPlacer{mount: mount, base: own, prefix: prefix}
+}
+
+// v1Mount is where a v1 hierarchy is mounted and which of its cgroups is
+// the mount's root.
+type v1Mount struct{ mount, root string }
+
+// v1Mounts maps each v1 controller to its mount, from a mountinfo file.
+func v1Mounts(mountinfo string) (map[string]v1Mount, error) {
+	b, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	out := map[string]v1Mount{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		// id parent maj:min root mountpoint opts ... - fstype source superopts
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		pf, sf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(sf) < 3 || sf[0] != "cgroup" {
+			continue
+		}
+		for o := range strings.SplitSeq(sf[2], ",") {
+			if _, seen := out[o]; !seen {
+				out[o] = v1Mount{mount: unescapeMountinfo(pf[4]), root: unescapeMountinfo(pf[3])}
+			}
+		}
+	}
+	return out, nil
 }
 
 // cgroup1Root is where the v1 hierarchies are mounted, one directory each
@@ -298,17 +376,31 @@ func (g *cgroup1Group) pids() []int {
 			}
 		}
 	}
-	for _, s := range g.cg.Subsystems() {
-		procs, err := g.cg.Processes(s.Name(), true)
-		if err != nil {
-			continue
-		}
-		for _, p := range procs {
-			out = append(out, p.Pid)
-		}
+	for _, d := range g.dirs {
+		out = appendProcs(out, d)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// appendProcs appends the pids in dir's cgroup.procs and in those of its
+// child cgroups. (cgroup1's Processes stats every file of every directory
+// on the way; this reads the directories only, for a cheaper teardown.)
+func appendProcs(out []int, dir string) []int {
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			out = appendProcs(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
 }
 
 func (g *cgroup1Group) Signal(sig syscall.Signal) error {
