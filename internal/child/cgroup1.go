@@ -25,7 +25,8 @@ import (
 var cgroup1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu}
 
 // cgroup1Placer creates, for each child, one directory in each of the v1
-// memory, pids and cpu hierarchies (below the caller's own v1 cgroups) and,
+// memory, pids and cpu hierarchies that its limits need (below the
+// caller's own v1 cgroups) and,
 // when the host has a writable cgroup v2 tree, one v2 directory too: the
 // child is cloned into the v2 one (CLONE_INTO_CGROUP) and killed as a whole
 // through its cgroup.kill; the v1 ones hold the limits. For hybrid hosts
@@ -42,8 +43,9 @@ type cgroup1Placer struct {
 
 // NewCgroup1Placer returns a placer that puts each child in its own
 // directories of the cgroup v1 memory, pids and cpu hierarchies (those
-// its limits need), below the caller's own v1 cgroups, with MemoryMax as memory.limit_in_bytes (and
-// memory.memsw.limit_in_bytes: no swap beyond it), TasksMax as pids.max,
+// its limits need), below the caller's own v1 cgroups, with MemoryMax as
+// memory.limit_in_bytes (and memory.memsw.limit_in_bytes: no swap beyond
+// it), TasksMax as pids.max,
 // CPUQuota as cpu.cfs_quota_us over cpu.cfs_period_us and CPUWeight as
 // cpu.shares. The child is placed once it has a pid (Started), by writing
 // it to each hierarchy's cgroup.procs: the caller must make sure it runs
