@@ -428,7 +428,9 @@ func (g *cgroup1Group) Kill(ctx context.Context) error {
 
 func (g *cgroup1Group) Count() int { return len(g.pids()) }
 
-// Release removes the v1 directories and the v2 one.
+// Release removes the v1 directories and the v2 one. (cgroup1's Delete
+// stats every file of the tree first; rmdir alone is what the kernel
+// needs, and it refuses while a process is left.)
 func (g *cgroup1Group) Release() error {
 	var errs []error
 	if g.v2 != nil {
@@ -436,18 +438,35 @@ func (g *cgroup1Group) Release() error {
 			errs = append(errs, err)
 		}
 	}
-	if g.cg != nil {
-		var err error
-		for range 50 {
-			if err = g.cg.Delete(); err == nil || errors.Is(err, cgroup1.ErrCgroupDeleted) {
-				err = nil
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("remove cgroup v1 %s: %w", g.name, err))
+	for _, d := range g.dirs {
+		if err := removeCgroupDir(d); err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup v1 %s: %w", d, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeCgroupDir removes a v1 cgroup directory and any child cgroups,
+// deepest first, retrying for half a second while the kernel still counts
+// an exiting process in one. A directory already gone is not an error.
+func removeCgroupDir(dir string) error {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := removeCgroupDir(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	var err error
+	for range 50 {
+		if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
 }
