@@ -12,9 +12,9 @@
 #           median/min/max of RUNS runs after WARMUP discarded ones, timed by
 #           bench/sbxbench (the method of shared/bench/startup-overhead.sh,
 #           without the cost of forking `date`), on this host: plain `true`,
-#           `sodactl run --allow-degraded cgroup -- true` (this host has no
-#           systemd and no cgroup v2 memory/pids controllers: no cgroup, a bit
-#           cheaper than the real thing), `codex sandbox -- true` (the native
+#           `sodactl run -- true` (its limits enforced: by a transient scope
+#           under systemd, else a cgroup v2 directory, else, as here, with no
+#           systemd and a v1/v2 hybrid, cgroup v1 directories), `codex sandbox -- true` (the native
 #           binary of @openai/codex) and `srt true` (@anthropic-ai/sandbox-runtime,
 #           with Debian's bubblewrap, socat and ripgrep). Each command is run
 #           once first and must exit 0, or its exact error is recorded.
@@ -256,7 +256,7 @@ emit "$(printf '{"section":"meta","date":"%s","host_cores":%s,"cpu":%s,"kernel":
 # -------------------------------------------------------- startup, host --
 if [[ " $SECTIONS " == *" startup "* ]]; then
   startup host true true
-  startup host sodactl "$WORK/bin/sodactl" run --allow-degraded cgroup -- true
+  startup host sodactl "$WORK/bin/sodactl" run -- true
   startup host codex "$CODEX" sandbox -- true
   startup host srt "$SRT" --settings "$WORK/srt-settings.json" true
 fi

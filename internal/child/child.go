@@ -5,7 +5,9 @@
 // child starts as a gate, see IsGate, and execs the real command only once
 // it is inside its scope), else a cgroup v2 directory when the host lets
 // soda create one (NewPlacer), so that everything it spawns can be killed
-// as a whole. Failing both, only the process group remains. Shutdown follows the MCP stdio rules:
+// as a whole. Failing both, only the process group remains. For root on a
+// cgroup v1/v2 hybrid host, NewCgroup1Placer puts a child in directories
+// of the v1 memory, pids and cpu hierarchies (the sandbox uses it). Shutdown follows the MCP stdio rules:
 // close stdin, wait, SIGTERM, wait, then kill everything left.
 //
 // With Spec.Supervise the child is started by a supervisor (the program
@@ -86,7 +88,8 @@ type Group interface {
 type Placer interface {
 	// NewGroup creates the group for a child identified by id.
 	NewGroup(id string) (Group, error)
-	// Mode names the isolation: "systemd-scope", "cgroup" or "process-group".
+	// Mode names the isolation: "systemd-scope", "cgroup", "cgroup-v1" or
+	// "process-group".
 	Mode() string
 	// Unenforced lists the configured limits (MemoryMax, TasksMax,
 	// CPUWeight, CPUQuota) that this placer cannot enforce.

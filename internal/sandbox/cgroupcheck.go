@@ -14,8 +14,10 @@ import (
 // user manager cannot delegate the v1 memory and pids controllers, so a
 // user's scope gets them from user@UID.service, unlimited. v1 hierarchies
 // must place the process at the same path as the unified one; a
-// controller only on cgroup2 must have its interface file there.
-func checkLimits(pid int, l Limits) error {
+// controller only on cgroup2 must have its interface file there. want,
+// if set, is the path each v1 controller must show instead (a cgroup v1
+// group's own directories, which need not match the unified path).
+func checkLimits(pid int, l Limits, want map[string]string) error {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		return fmt.Errorf("read cgroup of pid %d: %w", pid, err)
@@ -41,8 +43,12 @@ func checkLimits(pid int, l Limits) error {
 	var missing []string
 	need := func(controller, file string) {
 		if p, ok := v1[controller]; ok {
-			if p != unified {
-				missing = append(missing, fmt.Sprintf("%s (cgroup v1 %s puts the sandbox in %s, not in %s)", controller, controller, p, unified))
+			expect := unified
+			if w, ok := want[controller]; ok {
+				expect = w
+			}
+			if p != expect {
+				missing = append(missing, fmt.Sprintf("%s (cgroup v1 %s puts the sandbox in %s, not in %s)", controller, controller, p, expect))
 			}
 			return
 		}

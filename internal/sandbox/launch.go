@@ -294,7 +294,7 @@ func (sb *Sandbox) place(ctx context.Context, root, scope bool, pid int) error {
 	if sb.cgroupDegraded {
 		return nil
 	}
-	if err := checkLimits(pid, sb.spec.Limits); err != nil {
+	if err := checkLimits(pid, sb.spec.Limits, v1Paths(sb.group)); err != nil {
 		if !slices.Contains(sb.spec.AllowDegraded, LayerCgroup) {
 			return &LayerError{Layer: LayerCgroup, Err: err}
 		}
@@ -437,6 +437,8 @@ func unenforcedError(mode string, missing []string) error {
 		group = "the process group"
 	case "systemd-scope":
 		group = "the systemd scope's cgroup"
+	case "cgroup-v1":
+		group = "the cgroup v1 hierarchies"
 	}
 	return fmt.Errorf("%s cannot enforce %s (controller not available)", group, strings.Join(missing, ", "))
 }
@@ -444,7 +446,9 @@ func unenforcedError(mode string, missing []string) error {
 // newGroup creates the sandbox's cgroup: with scope, a transient scope (the
 // system manager for root, the user's own manager otherwise), created
 // after init has started, while it builds the sandbox; else a cgroup v2
-// directory below our own, which init is cloned into. A limit the chosen
+// directory below our own, which init is cloned into, or, for root when
+// that cannot enforce the limits, cgroup v1 directories, which init is
+// moved into before it is released (hostPlacer). A limit the chosen
 // cgroup cannot enforce is a failure unless the cgroup layer is degraded.
 func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 	limits := sb.childLimits()
@@ -481,7 +485,7 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 		}
 		placer = r.placer
 	} else {
-		p, err := child.NewCgroupPlacer("soda-sandbox", limits)
+		p, err := sb.hostPlacer(root, limits)
 		if err != nil {
 			return fail(err)
 		}

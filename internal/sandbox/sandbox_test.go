@@ -136,10 +136,10 @@ func TestNormalize(t *testing.T) {
 
 func TestCheckLimitsParsesOwnCgroup(t *testing.T) {
 	// With no limit asked, any cgroup will do.
-	if err := checkLimits(os.Getpid(), Limits{}); err != nil {
+	if err := checkLimits(os.Getpid(), Limits{}, nil); err != nil {
 		t.Fatalf("checkLimits without limits: %v", err)
 	}
-	if err := checkLimits(0x7fffffff, Limits{}); err == nil {
+	if err := checkLimits(0x7fffffff, Limits{}, nil); err == nil {
 		t.Fatal("checkLimits of a missing pid succeeded")
 	}
 }

@@ -3,10 +3,11 @@
 // test/sandbox, as root and as the unprivileged user nobody, and fails on
 // any escaped row.
 //
-// This host may have no systemd and a cgroup v1/v2 hybrid, where the cgroup
-// layer cannot enforce limits: the runs waive that layer alone
-// (--allow-degraded cgroup); every other layer must be in place. The box
-// (make test-e2e) runs the same battery with the cgroup layer enforced.
+// This host may have no systemd and a cgroup v1/v2 hybrid. There the root
+// run gets its limits from cgroup v1 directories and runs with every layer
+// in place; the user's run, which nothing delegates a cgroup to, waives
+// the cgroup layer alone (--allow-degraded cgroup). The box (make
+// test-e2e) runs the same battery with the cgroup layer enforced for both.
 //
 // It needs root (to run the user's sandbox as nobody) and, for the user
 // run, unprivileged user namespaces; it skips, saying why, without them.
@@ -319,6 +320,54 @@ func TestHostBatteryUser(t *testing.T) {
 	e.run(t, e.nobody(t))
 }
 
+// TestHostUserWithoutCgroupRefuses: on a host that delegates no cgroup to
+// an ordinary user (a v1/v2 hybrid without systemd), "sodactl run" as that
+// user refuses without --allow-degraded cgroup, naming the layer, and
+// runs nothing; the cgroup v1 placement is root's only.
+func TestHostUserWithoutCgroupRefuses(t *testing.T) {
+	e := setup(t)
+	a := e.nobody(t)
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		t.Skip("SKIP: systemd runs here: the user's manager makes the sandbox's scope")
+	}
+	ws := filepath.Join(e.base, "ws-refuse")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, int(a.uid), int(a.gid)); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(ws, "ran")
+	sodactl := func(extra ...string) (string, error) {
+		args := append(append([]string{"run"}, extra...), "--rw", ws, "--", "/bin/sh", "-c", "touch "+marker)
+		cmd := exec.Command(filepath.Join(e.bin, "sodactl"), args...)
+		cmd.SysProcAttr = a.credential()
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + a.home, "USER=" + a.name, "XDG_RUNTIME_DIR=" + a.runtime}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// Control: with the waiver it runs, so a refusal below is the cgroup's.
+	if out, err := sodactl("--allow-degraded", "cgroup"); err != nil {
+		t.Fatalf("control with --allow-degraded cgroup: %v\n%s", err, out)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatalf("control: the command did not run: %v", err)
+	}
+	out, err := sodactl()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(out, "layer cgroup") {
+		if err == nil {
+			t.Skipf("SKIP: this host delegates a cgroup with the controllers to %s (the run was not refused)", a.name)
+		}
+		t.Fatalf("as %s without the waiver: %v, want exit 125 naming the cgroup layer\n%s", a.name, err, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran although the cgroup layer was refused")
+	}
+	t.Logf("refused as expected: %s", strings.TrimSpace(out))
+}
+
 // run runs the battery in sodactl run as a and judges it.
 func (e *env) run(t *testing.T, a account) {
 	ws := filepath.Join(e.base, "ws-"+a.name)
@@ -356,7 +405,11 @@ func (e *env) run(t *testing.T, a account) {
 		"169.254.169.254:80",                   // metadata literal, not granted
 		fmt.Sprintf("127.0.0.1:%d", hostTCP+1), // no service, not granted
 	}
-	args := []string{"run", "--allow-degraded", "cgroup",
+	var args []string
+	if !a.root() {
+		args = []string{"--allow-degraded", "cgroup"}
+	}
+	args = append([]string{"run"}, append(args,
 		"--ro", e.bin, "--rw", ws, "--audit-json", audit, "--timeout", "60s",
 		"--allow-private", echo, "--allow", fmt.Sprintf("localhost:%d", hostTCP),
 		"--", filepath.Join(e.bin, "sbxprobe"), "battery",
@@ -373,7 +426,7 @@ func (e *env) run(t *testing.T, a account) {
 		"--host-machine-id", e.id.machineID,
 		"--host-boot-id", e.id.bootID,
 		"--host-cmdline-sha256", e.id.cmdlineSHA,
-	}
+	)...)
 	if len(e.id.macs) > 0 {
 		args = append(args, "--host-macs", strings.Join(e.id.macs, ","))
 	}
@@ -438,6 +491,11 @@ func (e *env) run(t *testing.T, a account) {
 		t.Errorf("%s: granted echo target %s audited as %q, want allow", a.name, echo, decision[echo])
 	}
 
+	// Root's run had its cgroup (no --allow-degraded): the audit says so.
+	if a.root() && !cgroupApplied(t, audit) {
+		t.Errorf("%s: the audit has no cgroup layer applied", a.name)
+	}
+
 	// The user's home below its runtime directory is gone.
 	if !a.root() {
 		state := filepath.Join(a.runtime, fmt.Sprintf("soda-sandbox-%d", a.uid))
@@ -473,4 +531,31 @@ func auditDecisions(t *testing.T, path string) map[string]string {
 		}
 	}
 	return decision
+}
+
+// cgroupApplied reports whether an audit file records the cgroup layer as
+// applied (and never as degraded).
+func cgroupApplied(t *testing.T, path string) bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read audit: %v", err)
+	}
+	applied := false
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec struct {
+			Event, Layer, State, Detail string
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if rec.Event == "layer" && rec.Layer == "cgroup" {
+			t.Logf("audit: cgroup %s: %s", rec.State, rec.Detail)
+			if rec.State != "applied" {
+				return false
+			}
+			applied = true
+		}
+	}
+	return applied
 }

@@ -1,0 +1,46 @@
+package sandbox
+
+import (
+	"fmt"
+
+	"github.com/soda-project/soda/internal/child"
+)
+
+// hostPlacer picks the sandbox's cgroup when systemd does not make it: a
+// cgroup v2 directory below our own when that can enforce every limit;
+// else, for root, directories in the cgroup v1 memory, pids and cpu
+// hierarchies (plus a v2 directory on a hybrid host, so that the sandbox
+// is still killed as a whole); else the v2 placer (or its error), which
+// newGroup refuses, naming what it cannot enforce. An unprivileged caller
+// cannot write the v1 hierarchies, and nothing delegates them: it keeps
+// the refusal.
+func (sb *Sandbox) hostPlacer(root bool, limits child.Limits) (child.Placer, error) {
+	v2, err := child.NewCgroupPlacer("soda-sandbox", limits)
+	if err == nil && len(v2.Unenforced()) == 0 {
+		return v2, nil
+	}
+	if !root {
+		return v2, err
+	}
+	v1, err1 := child.NewCgroup1Placer("soda-sandbox", limits)
+	if err1 != nil {
+		sb.log.Debug("no cgroup v1 placement", "err", err1)
+		if err != nil {
+			return nil, fmt.Errorf("%w; cgroup v1: %w", err, err1)
+		}
+		return v2, nil
+	}
+	if err != nil || len(v1.Unenforced()) < len(v2.Unenforced()) {
+		return v1, nil
+	}
+	return v2, nil
+}
+
+// v1Paths is what a cgroup v1 group says its member's /proc/PID/cgroup
+// shows for each v1 controller (nil for any other group).
+func v1Paths(g child.Group) map[string]string {
+	if v, ok := g.(interface{ V1Paths() map[string]string }); ok {
+		return v.V1Paths()
+	}
+	return nil
+}
