@@ -26,21 +26,24 @@ type Record struct {
 	Sandbox string    `json:"sandbox"`
 	// Event is start, layer, env, ready, egress, refused, exit, or
 	// dropped (a sink's summary of the egress records it left out).
-	Event      string        `json:"event"`
-	Layer      Layer         `json:"layer,omitempty"`
-	State      string        `json:"state,omitempty"` // applied or degraded
-	Detail     string        `json:"detail,omitempty"`
-	Argv       []string      `json:"argv,omitempty"`
-	ReadOnly   []string      `json:"ro,omitempty"`
-	ReadWrite  []string      `json:"rw,omitempty"`
-	Grants     []string      `json:"grants,omitempty"`
-	Limits     *Limits       `json:"limits,omitempty"`
-	Degradable []Layer       `json:"allow_degraded,omitempty"`
-	Dropped    []EnvDrop     `json:"env_dropped,omitempty"`
-	Pid        int           `json:"pid,omitempty"`
-	Egress     *egress.Event `json:"egress,omitempty"`
-	Exit       *ExitStatus   `json:"exit,omitempty"`
-	DurationMS float64       `json:"duration_ms,omitempty"`
+	Event      string   `json:"event"`
+	Layer      Layer    `json:"layer,omitempty"`
+	State      string   `json:"state,omitempty"` // applied or degraded
+	Detail     string   `json:"detail,omitempty"`
+	Argv       []string `json:"argv,omitempty"`
+	ReadOnly   []string `json:"ro,omitempty"`
+	ReadWrite  []string `json:"rw,omitempty"`
+	Grants     []string `json:"grants,omitempty"`
+	Limits     *Limits  `json:"limits,omitempty"`
+	Degradable []Layer  `json:"allow_degraded,omitempty"`
+	// Unprotected lists the protected paths the caller left writable
+	// (--unprotect), on the start record.
+	Unprotected []string      `json:"unprotected,omitempty"`
+	Dropped     []EnvDrop     `json:"env_dropped,omitempty"`
+	Pid         int           `json:"pid,omitempty"`
+	Egress      *egress.Event `json:"egress,omitempty"`
+	Exit        *ExitStatus   `json:"exit,omitempty"`
+	DurationMS  float64       `json:"duration_ms,omitempty"`
 }
 
 func (sb *Sandbox) record(r Record) {

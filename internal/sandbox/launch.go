@@ -108,14 +108,17 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		}
 	}()
 	sb.record(Record{Event: "start", Argv: spec.Argv, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
-		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded})
+		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded, Unprotected: spec.Unprotect})
+	if len(spec.Unprotect) > 0 {
+		log.Warn("sandbox paths unprotected: the host may run what the command writes there", "unprotected", strings.Join(spec.Unprotect, ":"))
+	}
 
 	root := os.Geteuid() == 0
 	cfg := initConfig{
 		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
-		DNS: true, StdinIsTTY: spec.TTY, HideExtra: spec.Hide,
+		DNS: true, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect,
 	}
 	kept, dropped := FilterEnv(spec.Env)
 	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)
