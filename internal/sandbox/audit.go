@@ -24,8 +24,10 @@ type Record struct {
 	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Sandbox string    `json:"sandbox"`
-	// Event is start, layer, env, ready, egress, refused, exit, or
-	// dropped (a sink's summary of the egress records it left out).
+	// Event is start, layer, env, ready, egress, refused, planted (what
+	// the run made where no mount could protect it and the host may run:
+	// Detail lists the paths), exit, or dropped (a sink's summary of the
+	// egress records it left out).
 	Event      string   `json:"event"`
 	Layer      Layer    `json:"layer,omitempty"`
 	State      string   `json:"state,omitempty"` // applied or degraded
@@ -146,6 +148,10 @@ func LogAudit(log *slog.Logger) func(Record) {
 		case "refused":
 			lvl = slog.LevelError
 			attrs = append(attrs, "detail", r.Detail)
+		case "planted":
+			lvl = slog.LevelWarn
+			msg = "sandbox planted files the host may run (made during the run, where nothing protected them): check them before using them"
+			attrs = append(attrs, "paths", r.Detail)
 		case "exit":
 			if r.Exit != nil {
 				attrs = append(attrs, "code", r.Exit.Code, "signal", r.Exit.Signal, "timed_out", r.Exit.TimedOut)

@@ -73,6 +73,7 @@ type Sandbox struct {
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
 	started     time.Time
+	watch       *plantWatch // what no mount protects (protect.go)
 	waitOnce    sync.Once
 	exit        ExitStatus
 	waitErr     error
@@ -109,6 +110,9 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}()
 	sb.record(Record{Event: "start", Argv: spec.Argv, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded, Unprotected: spec.Unprotect})
+	if len(spec.ReadWrite) > 0 {
+		sb.watch = newPlantWatch(spec.ReadWrite, spec.Unprotect)
+	}
 	if len(spec.Unprotect) > 0 {
 		log.Warn("sandbox paths unprotected: the host may run what the command writes there", "unprotected", strings.Join(spec.Unprotect, ":"))
 	}
@@ -668,6 +672,12 @@ loop:
 	}
 	tExit := time.Now()
 	sb.cleanup(context.WithoutCancel(ctx))
+	if sb.watch != nil {
+		if p := sb.watch.planted(); len(p) > 0 {
+			sb.log.Warn("the sandbox made files the host may run, where nothing could protect them (they did not exist when it started): check them before using them", "planted", strings.Join(p, " "))
+			sb.record(Record{Event: "planted", Detail: strings.Join(p, " ")})
+		}
+	}
 	sb.log.Debug("sandbox ended", "cleanup", time.Since(tExit), "total", time.Since(sb.started))
 	rec := Record{Event: "exit", Exit: &st, DurationMS: float64(time.Since(sb.started).Microseconds()) / 1000}
 	sb.record(rec)

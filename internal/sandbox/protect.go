@@ -387,3 +387,122 @@ func bindSelf(path string, ro bool) error {
 	}
 	return nil
 }
+
+// plantWatch is the host's note, taken before a sandbox starts, of what
+// no mount can protect: the protected home paths that do not exist yet
+// (a mount needs an existing mount point) and the git directories that
+// already exist (one made during the run has writable hooks and
+// configuration). After the run, planted lists what appeared there, so
+// that the user is told before running it.
+type plantWatch struct {
+	rw, unprotect []string
+	gitDirs       map[string]bool
+	missing       []string
+}
+
+// newPlantWatch notes the state of the read-write grants rw.
+func newPlantWatch(rw, unprotect []string) *plantWatch {
+	w := &plantWatch{rw: rw, unprotect: unprotect, gitDirs: map[string]bool{}}
+	var homes []string
+	if f, err := os.Open("/etc/passwd"); err == nil {
+		homes = passwdHomes(f)
+		f.Close()
+	}
+	for _, g := range rw {
+		dirs, _ := findGitDirs(g)
+		for _, d := range dirs {
+			w.gitDirs[d] = true
+		}
+		for _, h := range homes {
+			for _, rel := range protectedHome {
+				p := filepath.Join(h, rel)
+				if !strings.HasPrefix(p, g+"/") {
+					continue
+				}
+				if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+					w.missing = append(w.missing, p)
+				}
+			}
+		}
+	}
+	return w
+}
+
+// gitRunsKeys are configuration keys (lowercase, as "section.key" or a
+// section prefix) with which git runs a program or reads one more file.
+var gitRunsKeys = []string{"core.hookspath", "core.fsmonitor", "core.sshcommand", "core.pager", "core.editor",
+	"core.askpass", "core.gitproxy", "sequence.editor", "diff.external", "gpg.program", "credential.helper",
+	"alias.", "filter.", "diff.", "merge.", "include.", "includeif.", "uploadpack.", "receive.procreceive"}
+
+// planted lists the paths made during the run that the host may run:
+// protected home paths that did not exist, and in git directories that
+// did not exist, hooks (other than git's *.sample) and a configuration
+// that names a program (gitRunsKeys). Unprotected paths are left out.
+func (w *plantWatch) planted() []string {
+	var out []string
+	keep := func(p string) {
+		if !slices.ContainsFunc(w.unprotect, func(u string) bool { return p == u || strings.HasPrefix(p, u+"/") }) {
+			out = append(out, p)
+		}
+	}
+	for _, p := range w.missing {
+		if _, err := os.Lstat(p); err == nil {
+			keep(p)
+		}
+	}
+	for _, g := range w.rw {
+		dirs, _ := findGitDirs(g)
+		for _, d := range dirs {
+			if w.gitDirs[d] {
+				continue
+			}
+			if ents, err := os.ReadDir(filepath.Join(d, "hooks")); err == nil {
+				for _, e := range ents {
+					if !strings.HasSuffix(e.Name(), ".sample") {
+						keep(filepath.Join(d, "hooks", e.Name()))
+					}
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(d, "config")); err == nil && gitConfigRuns(string(b)) {
+				keep(filepath.Join(d, "config"))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// gitConfigRuns says whether a git configuration file sets one of
+// gitRunsKeys (a rough reading of git's syntax: sections and keys,
+// case-insensitive; enough to warn, not to parse every quoting form).
+func gitConfigRuns(text string) bool {
+	section := ""
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.ToLower(strings.TrimSpace(line))
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if line[0] == '[' {
+			end := strings.IndexByte(line, ']')
+			if end < 0 {
+				continue
+			}
+			name := strings.Fields(strings.Trim(line[1:end], " "))
+			if len(name) > 0 {
+				section = strings.SplitN(name[0], ".", 2)[0]
+			}
+			line = strings.TrimSpace(line[end+1:])
+			if line == "" {
+				continue
+			}
+		}
+		key, _, _ := strings.Cut(line, "=")
+		full := section + "." + strings.TrimSpace(key)
+		if slices.ContainsFunc(gitRunsKeys, func(k string) bool {
+			return full == k || strings.HasSuffix(k, ".") && strings.HasPrefix(full, k)
+		}) {
+			return true
+		}
+	}
+	return false
+}
