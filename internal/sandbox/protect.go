@@ -94,11 +94,7 @@ func protectGrants(cfg *initConfig, hostRoot string) (done, skipped []string, er
 		homes = passwdHomes(f)
 		f.Close()
 	}
-	var plan []protection
-	for _, g := range cfg.ReadWrite {
-		plan = append(plan, protectPlan(g, homes, hostRoot)...)
-	}
-	plan, skipped = unprotect(plan, cfg.Unprotect)
+	plan, skipped := unprotect(protectPlan(cfg.ReadWrite, homes, hostRoot), cfg.Unprotect)
 	for _, p := range plan {
 		if err := bindSelf(p.path, p.ro); err != nil {
 			return nil, nil, fmt.Errorf("protect %s: %w", p.path, err)
@@ -110,52 +106,58 @@ func protectGrants(cfg *initConfig, hostRoot string) (done, skipped []string, er
 	return done, skipped, nil
 }
 
-// protectPlan lists, for the read-write grant g, the mounts that protect
-// its repositories and the homes it holds, parents before children.
-func protectPlan(g string, homes []string, hostRoot string) []protection {
-	gitDirs, gitFiles := findGitDirs(g)
-	targets := gitFiles
-	for _, gitDir := range gitDirs {
-		for _, d := range protectedGitDirs {
-			ensureDir(hostRoot, filepath.Join(gitDir, d), 0o755)
+// protectPlan lists the mounts that protect the repositories of the
+// read-write grants rw and the homes they hold, parents before children.
+// A protected path that is a symbolic link is pinned (a mount on it keeps
+// it from being removed or replaced) and its target protected when a
+// grant holds it (elsewhere the sandbox cannot write it).
+func protectPlan(rw, homes []string, hostRoot string) []protection {
+	type target struct{ grant, path string }
+	var targets []target
+	for _, g := range rw {
+		gitDirs, gitFiles := findGitDirs(g)
+		for _, f := range gitFiles {
+			targets = append(targets, target{g, f})
 		}
-		for _, name := range protectedGitDir {
-			targets = append(targets, filepath.Join(gitDir, name))
-		}
-	}
-	for _, h := range homes {
-		if h != g && !strings.HasPrefix(h, g+"/") && !strings.HasPrefix(g, h+"/") {
-			continue
-		}
-		for _, rel := range protectedHome {
-			p := filepath.Join(h, rel)
-			if !strings.HasPrefix(p, g+"/") {
-				continue // outside the grant, or the grant itself (asked for)
+		for _, gitDir := range gitDirs {
+			for _, d := range protectedGitDirs {
+				ensureDir(hostRoot, filepath.Join(gitDir, d), 0o755)
 			}
-			if slices.Contains(protectedHomeDirs, rel) {
-				mode := os.FileMode(0o755)
-				if rel == ".ssh" {
-					mode = 0o700
+			for _, name := range protectedGitDir {
+				targets = append(targets, target{g, filepath.Join(gitDir, name)})
+			}
+		}
+		for _, h := range homes {
+			if h != g && !strings.HasPrefix(h, g+"/") && !strings.HasPrefix(g, h+"/") {
+				continue
+			}
+			for _, rel := range protectedHome {
+				p := filepath.Join(h, rel)
+				if !strings.HasPrefix(p, g+"/") {
+					continue // outside the grant, or the grant itself (asked for)
 				}
-				ensureDir(hostRoot, p, mode)
+				if slices.Contains(protectedHomeDirs, rel) {
+					mode := os.FileMode(0o755)
+					if rel == ".ssh" {
+						mode = 0o700
+					}
+					ensureDir(hostRoot, p, mode)
+				}
+				targets = append(targets, target{g, p})
 			}
-			targets = append(targets, p)
 		}
 	}
-	seen := map[string]bool{}
-	var plan []protection
-	add := func(p string, ro bool) {
-		if !seen[p] {
-			seen[p] = true
-			plan = append(plan, protection{p, ro})
+	ro := map[string]bool{}
+	var order []string
+	add := func(p string, readOnly bool) {
+		if _, ok := ro[p]; !ok {
+			order = append(order, p)
 		}
+		ro[p] = ro[p] || readOnly
 	}
-	for _, t := range targets {
-		if _, err := os.Lstat(t); err != nil {
-			continue // missing file: see docs/sandbox.md
-		}
-		// Pin every directory from below the grant down to t's parent.
-		rel, _ := filepath.Rel(g, filepath.Dir(t))
+	// Pin every directory from below the grant down to p's parent, then p.
+	protect := func(g, p string, readOnly bool) {
+		rel, _ := filepath.Rel(g, filepath.Dir(p))
 		if rel != "." {
 			dir := g
 			for _, c := range strings.Split(rel, "/") {
@@ -163,22 +165,32 @@ func protectPlan(g string, homes []string, hostRoot string) []protection {
 				add(dir, false)
 			}
 		}
-		add(t, true)
+		add(p, readOnly)
+	}
+	for _, t := range targets {
+		fi, err := os.Lstat(t.path)
+		if err != nil {
+			continue // missing: see docs/sandbox.md
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			protect(t.grant, t.path, true)
+			continue
+		}
+		protect(t.grant, t.path, false)
+		if r, err := filepath.EvalSymlinks(t.path); err == nil {
+			if i := slices.IndexFunc(rw, func(g string) bool { return r == g || strings.HasPrefix(r, g+"/") }); i >= 0 && r != rw[i] {
+				protect(rw[i], r, true)
+			}
+		}
+	}
+	plan := make([]protection, len(order))
+	for i, p := range order {
+		plan[i] = protection{p, ro[p]}
 	}
 	// Parents first: a bind onto a parent would cover the child's.
 	slices.SortStableFunc(plan, func(a, b protection) int {
 		return strings.Count(a.path, "/") - strings.Count(b.path, "/")
 	})
-	// A path both pinned and read-only is read-only.
-	for i := range plan {
-		if !plan[i].ro {
-			for _, q := range plan {
-				if q.ro && q.path == plan[i].path {
-					plan[i].ro = true
-				}
-			}
-		}
-	}
 	return plan
 }
 
@@ -355,7 +367,7 @@ func ensureDir(hostRoot, p string, mode os.FileMode) {
 
 // bindSelf binds path onto itself, read-only when ro, through a
 // descriptor opened without following any symlink: what is bound is the
-// path as it is, and a symlink swapped in is refused.
+// path as it is (a symbolic link is bound as the link, which pins it).
 func bindSelf(path string, ro bool) error {
 	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
@@ -370,7 +382,7 @@ func bindSelf(path string, ro bool) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return errors.New("is a symbolic link")
+		ro = false // a link has no contents to write: the mount pins it
 	}
 	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
 	if err != nil {

@@ -48,7 +48,17 @@ func TestProtectPlan(t *testing.T) {
 		}
 	}
 	home := filepath.Join(g, "home")
-	plan := protectPlan(g, []string{home}, "")
+	// A dotfile manager's link: the link is pinned, its target protected.
+	if err := os.MkdirAll(filepath.Join(g, "dotfiles"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(g, "dotfiles/zshrc"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../dotfiles/zshrc", filepath.Join(home, ".zshrc")); err != nil {
+		t.Fatal(err)
+	}
+	plan := protectPlan([]string{g}, []string{home}, "")
 	var ro, pinned []string
 	for i, p := range plan {
 		rel := strings.TrimPrefix(p.path, g+"/")
@@ -65,8 +75,8 @@ func TestProtectPlan(t *testing.T) {
 	}
 	slices.Sort(ro)
 	slices.Sort(pinned)
-	wantRO := []string{"a/b/deep/.git/hooks", "home/.bashrc", "home/.config/autostart", "home/.config/git", "home/.config/systemd/user", "home/.ssh", "repo/.git/config", "repo/.git/hooks", "wt/.git"}
-	wantPinned := []string{"a", "a/b", "a/b/deep", "a/b/deep/.git", "home", "home/.config", "home/.config/systemd", "repo", "repo/.git", "wt"}
+	wantRO := []string{"a/b/deep/.git/hooks", "dotfiles/zshrc", "home/.bashrc", "home/.config/autostart", "home/.config/git", "home/.config/systemd/user", "home/.ssh", "repo/.git/config", "repo/.git/hooks", "wt/.git"}
+	wantPinned := []string{"a", "a/b", "a/b/deep", "a/b/deep/.git", "dotfiles", "home", "home/.config", "home/.config/systemd", "home/.zshrc", "repo", "repo/.git", "wt"}
 	if !slices.Equal(ro, wantRO) {
 		t.Errorf("read-only:\n got %v\nwant %v", ro, wantRO)
 	}

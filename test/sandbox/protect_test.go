@@ -36,6 +36,8 @@ func protectScript(ws, home string) string {
 		`try config-git sh -c 'mkdir -p $H/.config/git && echo x > $H/.config/git/config'`,
 		`try autostart sh -c 'mkdir -p $H/.config/autostart && echo x > $H/.config/autostart/a.desktop'`,
 		`try user-unit sh -c 'mkdir -p $H/.config/systemd/user && echo x > $H/.config/systemd/user/a.service'`,
+		`try zshrc-link sh -c 'echo "touch /tmp/pwned" >> $H/.zshrc'`,
+		`try zshrc-link-replace sh -c 'rm -f $H/.zshrc && echo "touch /tmp/pwned" > $H/.zshrc'`,
 		`try ok-home touch $H/notes`,
 		// Last: moving a protected path (or a parent) aside to make a new one.
 		`try hooks-rename mv $R/.git/hooks $R/.git/hooks.old`,
@@ -76,7 +78,7 @@ func TestProtectedPaths(t *testing.T) {
 		home := e.bin + "/home-protect-" + who
 		setup := fmt.Sprintf(`set -e; rm -rf %[1]s %[2]s; mkdir -p %[1]s %[2]s
 git init -q %[1]s/repo
-cp /etc/skel/.bashrc /etc/skel/.profile %[2]s/; mkdir -m 700 %[2]s/.ssh; : > %[2]s/.ssh/authorized_keys; : > %[2]s/.gitconfig
+cp /etc/skel/.bashrc /etc/skel/.profile %[2]s/; mkdir %[2]s/dotfiles; echo "# zsh" > %[2]s/dotfiles/zshrc; ln -s dotfiles/zshrc %[2]s/.zshrc; mkdir -m 700 %[2]s/.ssh; : > %[2]s/.ssh/authorized_keys; : > %[2]s/.gitconfig
 chown -R %[3]s %[1]s %[2]s`, ws, home, who)
 		if r := e.exec(execOpts{}, "sh", "-c", setup); r.err != nil {
 			t.Fatal(r)
@@ -86,7 +88,7 @@ chown -R %[3]s %[1]s %[2]s`, ws, home, who)
 			t.Fatal(r)
 		}
 		t.Cleanup(func() { e.exec(execOpts{}, "userdel", "protect"+who) })
-		before := e.exec(execOpts{}, "sh", "-c", fmt.Sprintf("cd %s && sha256sum .bashrc .profile .ssh/authorized_keys .gitconfig", home)).stdout
+		before := e.exec(execOpts{}, "sh", "-c", fmt.Sprintf("cd %s && sha256sum .bashrc .profile .ssh/authorized_keys .gitconfig .zshrc", home)).stdout
 
 		r := e.sodactl(execOpts{user: user}, append(pre, "--rw", ws, "--rw", home, "--", "sh", "-c", protectScript(ws, home))...)
 		if r.err != nil {
@@ -129,7 +131,7 @@ chown -R %[3]s %[1]s %[2]s`, ws, home, who)
 			}
 		})
 		// Nothing of it reached the host.
-		if after := e.exec(execOpts{}, "sh", "-c", fmt.Sprintf("cd %s && sha256sum .bashrc .profile .ssh/authorized_keys .gitconfig", home)).stdout; after != before {
+		if after := e.exec(execOpts{}, "sh", "-c", fmt.Sprintf("cd %s && sha256sum .bashrc .profile .ssh/authorized_keys .gitconfig .zshrc", home)).stdout; after != before {
 			t.Errorf("home start-up files changed on the host:\n%s\nwas\n%s", after, before)
 		}
 		for _, p := range []string{ws + "/repo/.git/hooks/post-checkout", home + "/.config/autostart/a.desktop", home + "/.config/systemd/user/a.service"} {
