@@ -734,6 +734,10 @@ func (sb *Sandbox) cleanup(ctx context.Context) {
 	sb.idmaps = nil
 	sb.uid.release()
 	sb.uid = nil
+	if sb.watch != nil {
+		// Nothing of the sandbox runs any more: its placeholders go.
+		sb.watch.removePlaceholders()
+	}
 }
 
 func grantStrings(p egress.Policy) []string {

@@ -410,7 +410,15 @@ type plantWatch struct {
 	rw, unprotect []string
 	gitDirs       map[string]bool
 	missing       []string
+	placeholders  []string // links to placeholderTarget made by this run
 }
+
+// placeholderTarget is where a placeholder link points: a name that
+// cannot exist and cannot be made, by anyone, on the host or in the
+// sandbox (procfs refuses new names at its root). A program that opens,
+// tests or creates through the link finds nothing and makes nothing:
+// for bash, zsh, git or an X session a dangling link is a missing file.
+const placeholderTarget = "/proc/soda-sandbox-protected"
 
 // newPlantWatch notes the state of the read-write grants rw.
 func newPlantWatch(rw, unprotect []string) *plantWatch {
@@ -431,13 +439,63 @@ func newPlantWatch(rw, unprotect []string) *plantWatch {
 				if !strings.HasPrefix(p, g+"/") {
 					continue
 				}
-				if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+				if slices.Contains(protectedHomeDirs, rel) {
+					continue // init makes them, empty, and protects them
+				}
+				if t, err := os.Readlink(p); err == nil && t == placeholderTarget {
+					// Another run's placeholder: missing for this one too.
 					w.missing = append(w.missing, p)
+				} else if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+					w.missing = append(w.missing, p)
+					if !slices.ContainsFunc(unprotect, func(u string) bool { return p == u || strings.HasPrefix(p, u+"/") }) && w.placeholder(p) {
+						w.placeholders = append(w.placeholders, p)
+					}
 				}
 			}
 		}
 	}
 	return w
+}
+
+// placeholder makes a link to placeholderTarget at the missing path p
+// (and its missing parents, as empty directories), owned by the owner of
+// the closest existing parent, so that init can pin it: a protected file
+// that does not exist cannot be made during the run. It says whether it
+// made the link.
+func (w *plantWatch) placeholder(p string) bool {
+	parent := filepath.Dir(p)
+	if _, err := os.Lstat(parent); err != nil {
+		ensureDir("", parent, 0o755)
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, parent, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false
+	}
+	name := filepath.Base(p)
+	if err := unix.Symlinkat(placeholderTarget, fd, name); err != nil {
+		return false
+	}
+	_ = unix.Fchownat(fd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+	return true
+}
+
+// removePlaceholders removes the links this run made that are still
+// links to placeholderTarget (once the sandbox has ended).
+func (w *plantWatch) removePlaceholders() {
+	for _, p := range w.placeholders {
+		if t, err := os.Readlink(p); err == nil && t == placeholderTarget {
+			_ = os.Remove(p)
+		}
+	}
+	w.placeholders = nil
 }
 
 // gitRunsKeys are configuration keys (lowercase, as "section.key" or a
@@ -458,6 +516,9 @@ func (w *plantWatch) planted() []string {
 		}
 	}
 	for _, p := range w.missing {
+		if t, err := os.Readlink(p); err == nil && t == placeholderTarget {
+			continue // still (another run's) placeholder
+		}
 		if _, err := os.Lstat(p); err == nil {
 			keep(p)
 		}

@@ -38,6 +38,7 @@ func protectScript(ws, home string) string {
 		`try user-unit sh -c 'mkdir -p $H/.config/systemd/user && echo x > $H/.config/systemd/user/a.service'`,
 		`try zshrc-link sh -c 'echo "touch /tmp/pwned" >> $H/.zshrc'`,
 		`try zshrc-link-replace sh -c 'rm -f $H/.zshrc && echo "touch /tmp/pwned" > $H/.zshrc'`,
+		`try local-bin sh -c 'mkdir -p $H/.local/bin && printf "#!/bin/sh\n" > $H/.local/bin/git'`,
 		`try ok-home touch $H/notes`,
 		// Last: moving a protected path (or a parent) aside to make a new one.
 		`try hooks-rename mv $R/.git/hooks $R/.git/hooks.old`,
@@ -52,7 +53,7 @@ func protectScript(ws, home string) string {
 
 // knownGaps are the plantings that no mount can stop, since their path
 // does not exist when the sandbox is built (docs/sandbox.md).
-var knownGaps = []string{"new-hook", "new-config", "bash-profile"}
+var knownGaps = []string{"new-hook", "new-config"}
 
 // outcomes parses protectScript's output.
 func outcomes(out string) map[string]string {
@@ -121,20 +122,21 @@ chown -R %[3]s %[1]s %[2]s`, ws, home, who)
 		}
 		t.Run("made during the run", func(t *testing.T) {
 			// What no mount could stop is named when the run ends.
-			for _, p := range []string{ws + "/new/.git/hooks/post-checkout", ws + "/new/.git/config", home + "/.bash_profile"} {
+			for _, p := range []string{ws + "/new/.git/hooks/post-checkout", ws + "/new/.git/config"} {
 				if !strings.Contains(r.stderr, "planted") || !strings.Contains(r.stderr, p) {
 					t.Errorf("the end of the run does not name the planted %s: %s", p, r.stderr)
 				}
 			}
 			if len(gaps) > 0 {
-				t.Skipf("KNOWN GAP (docs/sandbox.md, \"Planted files\"): a repository made during the run and a protected file missing at the start are not protected: %s", strings.Join(gaps, " "))
+				t.Skipf("KNOWN GAP (docs/sandbox.md, \"Planted files\"): a repository made during the run is not protected: %s", strings.Join(gaps, " "))
 			}
 		})
 		// Nothing of it reached the host.
 		if after := e.exec(execOpts{}, "sh", "-c", fmt.Sprintf("cd %s && sha256sum .bashrc .profile .ssh/authorized_keys .gitconfig .zshrc", home)).stdout; after != before {
 			t.Errorf("home start-up files changed on the host:\n%s\nwas\n%s", after, before)
 		}
-		for _, p := range []string{ws + "/repo/.git/hooks/post-checkout", home + "/.config/autostart/a.desktop", home + "/.config/systemd/user/a.service"} {
+		// .bash_profile did not exist: its placeholder is gone with the run.
+		for _, p := range []string{ws + "/repo/.git/hooks/post-checkout", home + "/.config/autostart/a.desktop", home + "/.config/systemd/user/a.service", home + "/.bash_profile", home + "/.local/bin"} {
 			if c := e.exec(execOpts{}, "ls", p); c.err == nil {
 				t.Errorf("%s was planted on the host", p)
 			}
