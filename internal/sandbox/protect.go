@@ -432,6 +432,17 @@ func newPlantWatch(rw, unprotect []string) *plantWatch {
 		dirs, _ := findGitDirs(g)
 		for _, d := range dirs {
 			w.gitDirs[d] = true
+			// A configuration made during the run would be read: a
+			// missing one gets a placeholder too (git takes a dangling
+			// link for a missing configuration file, but not for a
+			// missing commondir, which it reads with lstat and fails on).
+			for _, name := range []string{"config", "config.worktree"} {
+				p := filepath.Join(d, name)
+				if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) &&
+					!slices.ContainsFunc(unprotect, func(u string) bool { return p == u || strings.HasPrefix(p, u+"/") }) && w.placeholder(p) {
+					w.placeholders = append(w.placeholders, p)
+				}
+			}
 		}
 		for _, h := range homes {
 			for _, rel := range protectedHome {

@@ -20,6 +20,7 @@ func protectScript(ws, home string) string {
 		`try config git -C $R config core.hooksPath /tmp`,
 		`try config-append sh -c 'echo "[core]" >> $R/.git/config'`,
 		`try config-unlink rm -f $R/.git/config`,
+		`try config-worktree sh -c 'echo "[core]" > $R/.git/config.worktree'`,
 		`try ok-commit sh -c 'cd $R && echo hi > f && git add f && git -c user.email=a@b -c user.name=agent commit -qm agent'`,
 		`try ok-file touch $R/notes`,
 		// A repository the agent makes during the run.
@@ -136,7 +137,7 @@ chown -R %[3]s %[1]s %[2]s`, ws, home, who)
 			t.Errorf("home start-up files changed on the host:\n%s\nwas\n%s", after, before)
 		}
 		// .bash_profile did not exist: its placeholder is gone with the run.
-		for _, p := range []string{ws + "/repo/.git/hooks/post-checkout", home + "/.config/autostart/a.desktop", home + "/.config/systemd/user/a.service", home + "/.bash_profile", home + "/.local/bin"} {
+		for _, p := range []string{ws + "/repo/.git/hooks/post-checkout", ws + "/repo/.git/config.worktree", home + "/.config/autostart/a.desktop", home + "/.config/systemd/user/a.service", home + "/.bash_profile", home + "/.local/bin"} {
 			if c := e.exec(execOpts{}, "ls", p); c.err == nil {
 				t.Errorf("%s was planted on the host", p)
 			}
