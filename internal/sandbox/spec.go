@@ -388,7 +388,7 @@ func validID(id string) bool {
 
 // resolveUnprotect makes p absolute, with the symlinks of the part that
 // exists resolved (the sandbox compares it with resolved grants); it must
-// be inside a read-write grant.
+// be a read-write grant (all its protection off) or inside one.
 func resolveUnprotect(p string, rw []string) (string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
@@ -407,7 +407,7 @@ func resolveUnprotect(p string, rw []string) (string, error) {
 		rest = filepath.Join(filepath.Base(dir), rest)
 		dir = parent
 	}
-	if !slices.ContainsFunc(rw, func(g string) bool { return strings.HasPrefix(abs, g+"/") }) {
+	if !slices.ContainsFunc(rw, func(g string) bool { return abs == g || strings.HasPrefix(abs, g+"/") }) {
 		return "", fmt.Errorf("%s is not inside a read-write grant (--rw)", abs)
 	}
 	return abs, nil
