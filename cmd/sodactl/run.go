@@ -46,6 +46,9 @@ Options:
                            or private address (repeatable; use with care)
   --rw DIR                 make DIR writable in the sandbox (repeatable)
   --ro DIR                 make DIR readable in the sandbox (repeatable)
+  --unprotect PATH         leave PATH (inside a --rw DIR) writable although
+                           it is protected (.git/hooks, .git/config, shell
+                           start-up files, ~/.ssh, ...); logged and audited
   -C, --workdir DIR        working directory (default: the first --rw DIR)
   --env NAME[=VALUE]       pass a variable (NAME alone: take its value from
                            sodactl's environment); loader, proxy and
@@ -104,7 +107,7 @@ func (r *repeatFlag) Set(v string) error { *r = append(*r, v); return nil }
 
 type runOptions struct {
 	mcp, allow, allowPrivate  listFlag
-	rw, ro, env               repeatFlag
+	rw, ro, env, unprotect    repeatFlag
 	workdir                   string
 	memory, tmpSize, homeSize string
 	tasks                     int64
@@ -126,6 +129,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.Var(&ro.allowPrivate, "allow-private", "")
 	fs.Var(&ro.rw, "rw", "")
 	fs.Var(&ro.ro, "ro", "")
+	fs.Var(&ro.unprotect, "unprotect", "")
 	fs.Var(&ro.env, "env", "")
 	fs.StringVar(&ro.workdir, "workdir", "", "")
 	fs.StringVar(&ro.workdir, "C", "", "")
@@ -373,7 +377,7 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 			spec.Env = append(spec.Env, k+"="+v)
 		}
 	}
-	spec.ReadWrite, spec.ReadOnly, spec.Dir = ro.rw, ro.ro, ro.workdir
+	spec.ReadWrite, spec.ReadOnly, spec.Dir, spec.Unprotect = ro.rw, ro.ro, ro.workdir, ro.unprotect
 	// The caller's own home stays out of sight wherever it is (below /home
 	// it is hidden anyway), the invoking user's too under sudo.
 	for _, h := range []string{os.Getenv("HOME"), sudoHome()} {

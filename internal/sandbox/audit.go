@@ -25,23 +25,28 @@ type Record struct {
 	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Sandbox string    `json:"sandbox"`
-	// Event is start, layer, env, ready, egress, refused, exit, or
-	// dropped (a sink's summary of the egress records it left out).
-	Event      string        `json:"event"`
-	Layer      Layer         `json:"layer,omitempty"`
-	State      string        `json:"state,omitempty"` // applied or degraded
-	Detail     string        `json:"detail,omitempty"`
-	Argv       []string      `json:"argv,omitempty"`
-	ReadOnly   []string      `json:"ro,omitempty"`
-	ReadWrite  []string      `json:"rw,omitempty"`
-	Grants     []string      `json:"grants,omitempty"`
-	Limits     *Limits       `json:"limits,omitempty"`
-	Degradable []Layer       `json:"allow_degraded,omitempty"`
-	Dropped    []EnvDrop     `json:"env_dropped,omitempty"`
-	Pid        int           `json:"pid,omitempty"`
-	Egress     *egress.Event `json:"egress,omitempty"`
-	Exit       *ExitStatus   `json:"exit,omitempty"`
-	DurationMS float64       `json:"duration_ms,omitempty"`
+	// Event is start, layer, env, ready, egress, refused, planted (what
+	// the run made where no mount could protect it and the host may run:
+	// Detail lists the paths), exit, or dropped (a sink's summary of the
+	// egress records it left out).
+	Event      string   `json:"event"`
+	Layer      Layer    `json:"layer,omitempty"`
+	State      string   `json:"state,omitempty"` // applied or degraded
+	Detail     string   `json:"detail,omitempty"`
+	Argv       []string `json:"argv,omitempty"`
+	ReadOnly   []string `json:"ro,omitempty"`
+	ReadWrite  []string `json:"rw,omitempty"`
+	Grants     []string `json:"grants,omitempty"`
+	Limits     *Limits  `json:"limits,omitempty"`
+	Degradable []Layer  `json:"allow_degraded,omitempty"`
+	// Unprotected lists the protected paths the caller left writable
+	// (--unprotect), on the start record.
+	Unprotected []string      `json:"unprotected,omitempty"`
+	Dropped     []EnvDrop     `json:"env_dropped,omitempty"`
+	Pid         int           `json:"pid,omitempty"`
+	Egress      *egress.Event `json:"egress,omitempty"`
+	Exit        *ExitStatus   `json:"exit,omitempty"`
+	DurationMS  float64       `json:"duration_ms,omitempty"`
 }
 
 func (sb *Sandbox) record(r Record) {
@@ -147,6 +152,10 @@ func LogAudit(log *slog.Logger) func(Record) {
 		case "refused":
 			lvl = slog.LevelError
 			attrs = append(attrs, "detail", r.Detail)
+		case "planted":
+			lvl = slog.LevelWarn
+			msg = "sandbox planted files the host may run (made during the run, where nothing protected them): check them before using them"
+			attrs = append(attrs, "paths", r.Detail)
 		case "exit":
 			if r.Exit != nil {
 				attrs = append(attrs, "code", r.Exit.Code, "signal", r.Exit.Signal, "timed_out", r.Exit.TimedOut)

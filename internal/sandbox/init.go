@@ -106,6 +106,13 @@ func runInit() int {
 		f.Close()
 	}
 	report(statusMsg{Layer: LayerMountNS, State: "applied", Detail: "private root: read-only system, host sockets and homes hidden"})
+	if len(cfg.protected)+len(cfg.unprotected) > 0 {
+		detail := fmt.Sprintf("%d paths the host would run read-only: %s", len(cfg.protected), strings.Join(cfg.protected, ", "))
+		if len(cfg.unprotected) > 0 {
+			detail += "; unprotected by the caller: " + strings.Join(cfg.unprotected, ", ")
+		}
+		report(statusMsg{Layer: LayerMountNS, State: "applied", Detail: detail})
+	}
 	report(statusMsg{Layer: LayerPIDNS, State: "applied", Detail: "fresh /proc"})
 	if len(cfg.idmapDegraded) > 0 {
 		report(statusMsg{Layer: LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})

@@ -92,6 +92,7 @@ type Sandbox struct {
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
 	started     time.Time
+	watch       *plantWatch // what no mount protects (protect.go)
 	waitOnce    sync.Once
 	exit        ExitStatus
 	waitErr     error
@@ -127,14 +128,20 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		}
 	}()
 	sb.record(Record{Event: "start", Argv: spec.Argv, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
-		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded})
+		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded, Unprotected: spec.Unprotect})
+	if len(spec.ReadWrite) > 0 {
+		sb.watch = newPlantWatch(spec.ReadWrite, spec.Unprotect)
+	}
+	if len(spec.Unprotect) > 0 {
+		log.Warn("sandbox paths unprotected: the host may run what the command writes there", "unprotected", strings.Join(spec.Unprotect, ":"))
+	}
 
 	root := os.Geteuid() == 0
 	cfg := initConfig{
 		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
-		DNS: true, StdinIsTTY: spec.TTY, HideExtra: spec.Hide,
+		DNS: true, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect,
 	}
 	kept, dropped := FilterEnv(spec.Env)
 	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)
@@ -706,6 +713,12 @@ loop:
 	}
 	tExit := time.Now()
 	sb.cleanup(context.WithoutCancel(ctx))
+	if sb.watch != nil {
+		if p := sb.watch.planted(); len(p) > 0 {
+			sb.log.Warn("the sandbox made files the host may run, where nothing could protect them (they did not exist when it started): check them before using them", "planted", strings.Join(p, " "))
+			sb.record(Record{Event: "planted", Detail: strings.Join(p, " ")})
+		}
+	}
 	sb.log.Debug("sandbox ended", "cleanup", time.Since(tExit), "total", time.Since(sb.started))
 	rec := Record{Event: "exit", Exit: &st, DurationMS: float64(time.Since(sb.started).Microseconds()) / 1000}
 	sb.record(rec)
@@ -760,6 +773,10 @@ func (sb *Sandbox) cleanup(ctx context.Context) {
 	sb.idmaps = nil
 	sb.uid.release()
 	sb.uid = nil
+	if sb.watch != nil {
+		// Nothing of the sandbox runs any more: its placeholders go.
+		sb.watch.removePlaceholders()
+	}
 }
 
 func grantStrings(p egress.Policy) []string {

@@ -62,10 +62,15 @@ type initConfig struct {
 	Unavailable []Layer              `json:"unavailable,omitempty"`
 	HideExtra   []string             `json:"hide_extra,omitempty"`
 	StdinIsTTY  bool                 `json:"stdin_tty"`
+	// Unprotect lists paths the caller left writable although they are
+	// protected (see protect.go).
+	Unprotect []string `json:"unprotect,omitempty"`
 
 	idmapDegraded []string      // read-write grants mounted without idmap (init only)
 	idmapSkipped  []string      // read-only grants whose filesystem cannot idmap
 	cgroupLayout  *cgroupLayout // how the host mounts /sys/fs/cgroup (init only)
+	protected     []string      // paths made read-only by protectGrants (init only)
+	unprotected   []string      // protected paths left writable by Unprotect (init only)
 }
 
 // statusMsg is one line init writes on the status pipe.

@@ -185,6 +185,11 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 	if err := hide(again, cfg.TmpSize); err != nil {
 		return err
 	}
+	// What the host would run later: git hooks and configuration, shell
+	// start-up files (protect.go).
+	if cfg.protected, cfg.unprotected, err = protectGrants(cfg, oldRoot); err != nil {
+		return err
+	}
 
 	if err := unix.Unmount(oldRoot, unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("detach host root: %w", err)

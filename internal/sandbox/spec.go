@@ -143,6 +143,11 @@ type Spec struct {
 	Limits Limits
 	// Timeout stops the sandbox (SIGTERM, then SIGKILL 5 s later); 0: none.
 	Timeout time.Duration
+	// Unprotect lists paths inside the read-write grants that stay
+	// writable although the sandbox protects them (git hooks and
+	// configuration, shell start-up files, ~/.ssh, …: see protect.go);
+	// each path and everything below it. Audited on the start record.
+	Unprotect []string
 	// AllowDegraded lists layers that may be skipped when unavailable.
 	AllowDegraded []Layer
 	// LandlockMinABI is the lowest Landlock ABI accepted (default 6:
@@ -213,6 +218,11 @@ func (s *Spec) Normalize() error {
 		}
 	}
 	s.Hide = hide
+	for i, p := range s.Unprotect {
+		if s.Unprotect[i], err = resolveUnprotect(p, s.ReadWrite); err != nil {
+			return fmt.Errorf("--unprotect %s: %w", p, err)
+		}
+	}
 	if s.Dir == "" {
 		if len(s.ReadWrite) > 0 {
 			s.Dir = s.ReadWrite[0]
@@ -371,4 +381,31 @@ func validID(id string) bool {
 		}
 	}
 	return true
+}
+
+// resolveUnprotect makes p absolute, with the symlinks of the part that
+// exists resolved (the sandbox compares it with resolved grants); it must
+// be a read-write grant (all its protection off) or inside one.
+func resolveUnprotect(p string, rw []string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	dir, rest := abs, ""
+	for {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			abs = filepath.Join(r, rest)
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+	if !slices.ContainsFunc(rw, func(g string) bool { return abs == g || strings.HasPrefix(abs, g+"/") }) {
+		return "", fmt.Errorf("%s is not inside a read-write grant (--rw)", abs)
+	}
+	return abs, nil
 }
