@@ -45,6 +45,8 @@ type Linux struct {
 	// Close ends it.
 	scopeMu sync.Mutex
 	scopes  *child.ScopePlacer
+
+	uids uidPool // the uids of root callers' sandboxes
 }
 
 // Close releases what the engine holds for all its sandboxes (the
@@ -166,7 +168,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 
 	// Who the command runs as.
 	if root {
-		sb.uid, err = leaseUID()
+		sb.uid, err = e.uids.lease()
 		if err != nil {
 			return nil, fmt.Errorf("sandbox uid: %w", err)
 		}

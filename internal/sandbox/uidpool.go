@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -31,15 +34,40 @@ type uidLease struct {
 	lock *os.File
 }
 
-// leaseUID locks the first free uid of the range.
-func leaseUID() (*uidLease, error) {
-	if err := os.MkdirAll(uidLockDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", uidLockDir, err)
+// uidPool leases the uids of the range. Its zero value locks in
+// uidLockDir; it is safe for concurrent use.
+//
+// Each lease starts probing one slot further than the one before, from a
+// random slot per pool: a long-lived process (a daemon) does not probe the
+// same first slots for every sandbox, and two processes rarely probe the
+// same ones (the flock decides either way).
+type uidPool struct {
+	dir  string // "" means uidLockDir
+	once sync.Once
+	seed int
+	next atomic.Uint64 // leases so far
+}
+
+// start returns the slot the next lease probes first.
+func (p *uidPool) start() int {
+	p.once.Do(func() { p.seed = rand.IntN(UIDCount) })
+	n := p.next.Add(1) - 1
+	return (p.seed + int(n%UIDCount)) % UIDCount
+}
+
+// lease locks the first free uid of the range from start().
+func (p *uidPool) lease() (*uidLease, error) {
+	dir := p.dir
+	if dir == "" {
+		dir = uidLockDir
 	}
-	start := os.Getpid() % UIDCount // spread, so that parallel launches rarely collide
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	start := p.start()
 	for i := 0; i < UIDCount; i++ {
 		uid := UIDBase + (start+i)%UIDCount
-		f, err := os.OpenFile(filepath.Join(uidLockDir, strconv.Itoa(uid)), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(uid)), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("open uid lock: %w", err)
 		}
