@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -82,10 +83,12 @@ type Resolver interface {
 
 // Proxy is the host side: it decides what each relayed connection may
 // reach, connects it there and audits it. Set its fields before the first
-// call and do not change or copy it afterwards; its methods are safe for
-// concurrent use.
+// call and do not change or copy it afterwards (change the policy with
+// SetPolicy or ChangeGrants); its methods are safe for concurrent use.
 type Proxy struct {
-	// Policy is what the sandbox may reach.
+	// Policy is what the sandbox may reach at first. Do not change the
+	// field once the proxy serves: SetPolicy and ChangeGrants replace the
+	// policy in force for new connections (open ones are not cut).
 	Policy Policy
 	// Resolver resolves allowed CONNECT host names; nil means
 	// net.DefaultResolver.
@@ -118,6 +121,9 @@ type Proxy struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	active atomic.Int64 // connections being served
+
+	mu  sync.Mutex              // serialises policy changes
+	cur atomic.Pointer[Policy] // the policy in force once changed; never modified
 }
 
 func (p *Proxy) log() *slog.Logger {
@@ -190,7 +196,8 @@ func (p *Proxy) audit(ev Event) {
 // connection has ended, after auditing it; ctx being done ends it early.
 func (p *Proxy) ServeConn(ctx context.Context, c net.Conn, port uint16) {
 	ev := Event{Time: time.Now(), Kind: KindConnect, Port: port, Decision: DecisionDeny}
-	if p.Policy.isMCPPort(port) {
+	pol := p.policy() // read once: a later change does not cut this connection
+	if pol.isMCPPort(port) {
 		ev.Kind = KindMCP
 	}
 	defer func() {
@@ -209,8 +216,8 @@ func (p *Proxy) ServeConn(ctx context.Context, c net.Conn, port uint16) {
 	defer p.active.Add(-1)
 
 	switch {
-	case port == p.Policy.proxyPort():
-		p.serveConnect(ctx, c, &ev)
+	case port == pol.proxyPort():
+		p.serveConnect(ctx, c, pol, &ev)
 	case ev.Kind == KindMCP:
 		p.serveMCP(ctx, c, port, &ev)
 	default:
@@ -234,7 +241,7 @@ func (p *Proxy) serveMCP(ctx context.Context, c net.Conn, port uint16, ev *Event
 }
 
 // serveConnect serves a CONNECT request on c.
-func (p *Proxy) serveConnect(ctx context.Context, c net.Conn, ev *Event) {
+func (p *Proxy) serveConnect(ctx context.Context, c net.Conn, pol *Policy, ev *Event) {
 	hs := p.handshakeTimeout()
 	_ = c.SetDeadline(time.Now().Add(hs))
 	limit := p.maxRequestBytes()
@@ -255,7 +262,7 @@ func (p *Proxy) serveConnect(ctx context.Context, c net.Conn, ev *Event) {
 		return
 	}
 	ev.Target = req.target()
-	ok, private := p.Policy.allows(req.host, req.ip.IsValid(), req.port)
+	ok, private := pol.allows(req.host, req.ip.IsValid(), req.port)
 	if !ok {
 		ev.Reason = "not in allow list"
 		p.refuse(c, 403)
