@@ -122,7 +122,7 @@ type Proxy struct {
 
 	active atomic.Int64 // connections being served
 
-	mu  sync.Mutex              // serialises policy changes
+	mu  sync.Mutex             // serialises policy changes
 	cur atomic.Pointer[Policy] // the policy in force once changed; never modified
 }
 
