@@ -27,8 +27,10 @@ type Record struct {
 	Sandbox string    `json:"sandbox"`
 	// Event is start, layer, env, ready, egress, refused, planted (what
 	// the run made where no mount could protect it and the host may run:
-	// Detail lists the paths), exit, or dropped (a sink's summary of the
-	// egress records it left out).
+	// Detail lists the paths), grant or revoke (an egress grant added or
+	// taken away while the sandbox runs: Grants holds it, By who asked,
+	// Detail the grants in force after), exit, or dropped (a sink's
+	// summary of the egress records it left out).
 	Event      string   `json:"event"`
 	Layer      Layer    `json:"layer,omitempty"`
 	State      string   `json:"state,omitempty"` // applied or degraded
@@ -47,6 +49,8 @@ type Record struct {
 	Egress      *egress.Event `json:"egress,omitempty"`
 	Exit        *ExitStatus   `json:"exit,omitempty"`
 	DurationMS  float64       `json:"duration_ms,omitempty"`
+	// By is who asked for a grant or revoke.
+	By string `json:"by,omitempty"`
 }
 
 func (sb *Sandbox) record(r Record) {
@@ -149,6 +153,9 @@ func LogAudit(log *slog.Logger) func(Record) {
 			if e.Decision != "allow" {
 				lvl = slog.LevelWarn
 			}
+		case "grant", "revoke":
+			msg = "sandbox egress " + r.Event
+			attrs = append(attrs, "grants", strings.Join(r.Grants, ","), "by", r.By, "detail", r.Detail)
 		case "refused":
 			lvl = slog.LevelError
 			attrs = append(attrs, "detail", r.Detail)
@@ -175,6 +182,8 @@ var auditEvents = map[string]logevent.Event{
 	"layer":   logevent.SandboxLayer,
 	"env":     logevent.SandboxLayer,
 	"egress":  logevent.SandboxEgress,
+	"grant":   logevent.SandboxEgress,
+	"revoke":  logevent.SandboxEgress,
 	"refused": logevent.SandboxRefused,
 	"exit":    logevent.SandboxExit,
 }
