@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -56,7 +55,6 @@ func FilterEnv(env []string) (kept []string, dropped []EnvDrop) {
 
 // baseEnv is the environment every sandboxed command starts with.
 func baseEnv(s *Spec) []string {
-	proxy := fmt.Sprintf("http://127.0.0.1:%d", s.Egress.ProxyPort)
 	env := []string{
 		"HOME=" + SandboxHome,
 		"USER=agent",
@@ -65,13 +63,9 @@ func baseEnv(s *Spec) []string {
 		"TMPDIR=/tmp",
 		"LANG=C.UTF-8",
 		"SHELL=/bin/sh",
-		"HTTPS_PROXY=" + proxy, "https_proxy=" + proxy,
-		"HTTP_PROXY=" + proxy, "http_proxy=" + proxy,
-		"ALL_PROXY=" + proxy,
-		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
 		"SODA_SANDBOX_ID=" + s.ID,
 	}
-	return env
+	return append(env, netEnv(s)...)
 }
 
 func truncate(s string, n int) string {

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -19,8 +17,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	"kernel.org/pub/linux/libs/security/libcap/psx"
-
-	"github.com/soda-project/soda/internal/egress"
 )
 
 // runInit is PID 1 of the sandbox. It builds the sandbox (network, root,
@@ -76,24 +72,11 @@ func runInit() int {
 	if err := loopbackUp(); err != nil {
 		return fail(LayerNetNS, fmt.Errorf("bring up loopback: %w", err))
 	}
-	lns, err := egress.Listen(cfg.RelayPorts)
+	relay, lns, dns, netDetail, err := setupNetwork(&cfg, fds[2])
 	if err != nil {
-		return fail(LayerNetNS, fmt.Errorf("relay: %w", err))
+		return fail(LayerNetNS, err)
 	}
-	var dns net.PacketConn
-	if cfg.DNS {
-		if dns, err = egress.ListenDNS(); err != nil {
-			return fail(LayerNetNS, fmt.Errorf("dns sink: %w", err))
-		}
-	}
-	ctlFile := os.NewFile(uintptr(fds[2]), "egress")
-	ctlConn, err := net.FileConn(ctlFile)
-	ctlFile.Close()
-	if err != nil {
-		return fail(LayerNetNS, fmt.Errorf("egress control socket: %w", err))
-	}
-	relay := &egress.Relay{Control: ctlConn.(*net.UnixConn), Log: slog.New(slog.DiscardHandler)}
-	report(statusMsg{Layer: LayerNetNS, State: "applied", Detail: fmt.Sprintf("loopback only; relay on 127.0.0.1 ports %v", cfg.RelayPorts)})
+	report(statusMsg{Layer: LayerNetNS, State: "applied", Detail: netDetail})
 
 	if err := buildRoot(&cfg, userns); err != nil {
 		var lf *layerFailure

@@ -143,14 +143,16 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
-		DNS: true, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect,
+		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect,
 	}
 	kept, dropped := FilterEnv(spec.Env)
 	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)
 	if len(dropped) > 0 {
 		sb.record(Record{Event: "env", Dropped: dropped})
 	}
-	cfg.RelayPorts = append([]uint16{spec.Egress.ProxyPort}, spec.Egress.MCPPorts...)
+	if !spec.NoNetwork {
+		cfg.RelayPorts = append([]uint16{spec.Egress.ProxyPort}, spec.Egress.MCPPorts...)
+	}
 	for _, l := range []Layer{LayerNetNS, LayerMountNS, LayerPIDNS} {
 		if spec.Knobs.unavailable(l) {
 			return nil, &LayerError{Layer: l, Err: errors.New("unavailable (test knob)")}
@@ -217,7 +219,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	defer statR.Close()
 	defer statW.Close()
 	var egressChild *os.File
-	if sb.egress, egressChild, err = controlSocket(); err != nil {
+	if sb.egress, egressChild, err = egressSocket(spec.NoNetwork); err != nil {
 		return nil, err
 	}
 	defer egressChild.Close()
@@ -258,7 +260,9 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	tPlaced := time.Since(sb.started)
 
 	// The host side of egress runs before init can relay anything.
-	sb.startProxy(ctx, e.Resolver)
+	if !spec.NoNetwork {
+		sb.startProxy(ctx, e.Resolver)
+	}
 
 	if _, err := cfgW.Write([]byte{placedByte}); err != nil {
 		return nil, fmt.Errorf("release sandbox init: %w", err)

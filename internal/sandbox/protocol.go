@@ -53,6 +53,7 @@ type initConfig struct {
 	Identities  map[string][2]uint64 `json:"ids"`
 	RelayPorts  []uint16             `json:"relay_ports"`
 	DNS         bool                 `json:"dns"`
+	NoNetwork   bool                 `json:"no_network,omitempty"` // Spec.NoNetwork (netmode.go)
 	TmpSize     int64                `json:"tmp_size"`
 	HomeSize    int64                `json:"home_size"`
 	NoFile      uint64               `json:"nofile"`

@@ -139,6 +139,10 @@ type Spec struct {
 	Home string
 	// Egress is what the sandbox may reach; see package egress.
 	Egress egress.Policy
+	// NoNetwork closes the network: only loopback, with nothing listening
+	// on it (no relay, no DNS sink, no proxy on the host, no proxy
+	// variables in the environment). Egress must grant nothing.
+	NoNetwork bool
 	// Limits are the resource limits.
 	Limits Limits
 	// Timeout stops the sandbox (SIGTERM, then SIGKILL 5 s later); 0: none.
@@ -273,7 +277,7 @@ func (s *Spec) Normalize() error {
 	if s.Egress.ProxyPort == 0 {
 		s.Egress.ProxyPort = DefaultProxyPort
 	}
-	return nil
+	return checkNoNetwork(s)
 }
 
 // DefaultProxyPort is the in-sandbox port of the CONNECT proxy.
