@@ -44,6 +44,9 @@ Options:
   --allow-private HOST:PORT
                            grant a target even if it resolves to a loopback
                            or private address (repeatable; use with care)
+  --no-network             no network at all: only loopback, with nothing
+                           listening (no proxy, no DNS sink); excludes
+                           --mcp, --allow and --allow-private
   --rw DIR                 make DIR writable in the sandbox (repeatable)
   --ro DIR                 make DIR readable in the sandbox (repeatable)
   --unprotect PATH         leave PATH (inside a --rw DIR) writable although
@@ -116,7 +119,7 @@ type runOptions struct {
 	auditJSON, auditMaxS      string
 	auditMax                  int64
 	degraded                  string
-	verbose                   bool
+	verbose, noNetwork        bool
 }
 
 // runCommand implements "sodactl run"; it returns the exit code.
@@ -142,6 +145,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.StringVar(&ro.auditJSON, "audit-json", "", "")
 	fs.StringVar(&ro.auditMaxS, "audit-json-max", "", "")
 	fs.StringVar(&ro.degraded, "allow-degraded", "", "")
+	fs.BoolVar(&ro.noNetwork, "no-network", false, "")
 	fs.BoolVar(&ro.verbose, "verbose", false, "")
 	fs.BoolVar(&ro.verbose, "v", false, "")
 	if err := parse(fs, args, runUsage, "sodactl run"); err != nil {
@@ -348,6 +352,10 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 			spec.Knobs.Unavailable = append(spec.Knobs.Unavailable, sandbox.Layer(strings.TrimSpace(l)))
 		}
 	}
+	if ro.noNetwork && len(ro.mcp)+len(ro.allow)+len(ro.allowPrivate) > 0 {
+		return sandbox.Spec{}, usagef("sodactl run", "--no-network excludes --mcp, --allow and --allow-private")
+	}
+	spec.NoNetwork = ro.noNetwork
 	for _, a := range ro.allow {
 		g, err := egress.ParseGrant(a, false)
 		if err != nil {

@@ -59,6 +59,8 @@ func TestRunCommandLine(t *testing.T) {
 		{"grant without port", []string{"run", "--allow", "example.com", "--", "true"}, 125, "--allow example.com"},
 		{"bracket grant", []string{"run", "--allow", "[::1]:80", "--", "true"}, 125, "--allow [::1]:80"},
 		{"bad private grant", []string{"run", "--allow-private", "bad", "--", "true"}, 125, "--allow-private bad"},
+		{"no network with a grant", []string{"run", "--no-network", "--allow", "example.com:443", "--", "true"}, 125, "--no-network excludes"},
+		{"no network with mcp", []string{"run", "--no-network", cd, "--mcp", "gh", "--", "true"}, 125, "--no-network excludes"},
 		{"bad layer", []string{"run", "--allow-degraded", "netns", "--", "true"}, 125, "cannot be degraded"},
 		{"env not set", []string{"run", "--env", "SODA_TEST_NOT_SET_ANYWHERE", "--", "true"}, 125, "not set in sodactl's environment"},
 		{"unknown mcp", []string{"run", cd, "--mcp", "nosuch", "--", "true"}, 125, "no server \"nosuch\": " + f.conf + "/nosuch.conf does not exist, and no soda-mcpd of that name is running"},
@@ -81,7 +83,7 @@ func TestRunCommandLine(t *testing.T) {
 			if tt.wantCode != exitOK && strings.Count(stderr.String(), "sodactl: ") != 1 {
 				t.Errorf("want one error line, got %q", stderr.String())
 			}
-			if tt.name == "help" && !strings.Contains(stdout.String(), "--allow-degraded") {
+			if tt.name == "help" && (!strings.Contains(stdout.String(), "--allow-degraded") || !strings.Contains(stdout.String(), "--no-network")) {
 				t.Errorf("help lacks the options:\n%s", stdout.String())
 			}
 		})
