@@ -52,6 +52,10 @@
 //     without a Private grant.
 //   - Any other port is refused.
 //
+// The policy can change while the proxy serves (SetPolicy, ChangeGrants):
+// each connection reads the policy in force once, when it is served, so a
+// change applies to later connections and one already open is not cut.
+//
 // Every attempt, allowed or denied, produces exactly one Event for the
 // audit log, with the bytes relayed each way and the duration.
 package egress
