@@ -18,13 +18,18 @@ import (
 // already open stays open until it ends, even if its grant is revoked.
 // MCP ports cannot change (the relay in the sandbox listens on the ones it
 // started with). A sandbox with no network (Spec.NoNetwork) has no proxy
-// to change: SetEgress fails.
+// to change, and one that has ended none any more: SetEgress fails.
 func (sb *Sandbox) SetEgress(ctx context.Context, by string, add, remove []egress.Grant) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if sb.proxy == nil {
 		return errors.New("sandbox egress: the sandbox has no network (closed mode)")
+	}
+	select {
+	case <-sb.proxyDone:
+		return errors.New("sandbox egress: the sandbox has ended")
+	default:
 	}
 	if len(add)+len(remove) == 0 {
 		return nil

@@ -90,6 +90,9 @@ done`, egress.DefaultProxyPort, port)
 	if st, err := sb.Wait(ctx); err != nil || st.Code != 0 {
 		t.Fatalf("wait: %+v, %v", st, err)
 	}
+	if err := sb.SetEgress(ctx, "test-operator", []egress.Grant{g}, nil); err == nil {
+		t.Error("SetEgress on an ended sandbox succeeded")
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
