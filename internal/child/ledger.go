@@ -191,13 +191,17 @@ func recoverRecord(ctx context.Context, r ledgerRecord, scopes *ScopePlacer) (in
 		}
 		// The process group: its leader if it is still the same process,
 		// else the members that started after it (older ones cannot
-		// belong to it: the pgid is the leader's pid).
+		// belong to it: the pgid is the leader's pid). A live process
+		// with the leader's pid number is another process that reuses
+		// it, and its group a new one: the kernel does not hand out a
+		// pid still used as a process group ID, so while the old group
+		// had members left, its number could not have been reused.
 		if sameProcess(r.Pgid, r.PidStart) {
 			if syscall.Kill(-r.Pgid, syscall.SIGKILL) == nil {
 				killed[r.Pgid] = true
 			}
 			left++
-		} else if r.Pgid > 0 && r.PidStart > 0 {
+		} else if r.Pgid > 0 && r.PidStart > 0 && groupStillOurs(r.Pgid, r.PidStart) {
 			for _, pid := range pgidMembers(r.Pgid, r.PidStart) {
 				kill(pid)
 				left++
@@ -223,6 +227,17 @@ func recoverRecord(ctx context.Context, r ledgerRecord, scopes *ScopePlacer) (in
 		}
 	}
 	return len(killed), errors.Join(errs...)
+}
+
+// groupStillOurs reports whether process group pgid can still be the one
+// whose leader started at start: no process has the leader's pid any
+// more, or the one that has it is that leader, a zombie.
+func groupStillOurs(pgid int, start uint64) bool {
+	st, err := readProcStat(pgid)
+	if err != nil {
+		return true // the number is free: members left with it are the old group's
+	}
+	return st.startTime == start
 }
 
 // pgidMembers lists the live processes in process group pgid that started
