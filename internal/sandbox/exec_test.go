@@ -177,6 +177,11 @@ func TestLiveSandboxExec(t *testing.T) {
 	if left := procsMatching("987.5"); len(left) > 0 {
 		t.Errorf("the timed-out command's process group outlived it: %v", left)
 	}
+	// A command gets its stdio and nothing else of init's descriptors
+	// (ls's own directory is 3).
+	if st, out, err := execOut(t, sb, nil, 0, "/bin/ls", "/proc/self/fd"); err != nil || st.Code != 0 || out != "0\n1\n2\n3\n" {
+		t.Errorf("descriptors of an exec: %+v %v %q, want 0-2 and ls's own 3", st, err, out)
+	}
 	var ce *CommandError
 	if _, _, err := execOut(t, sb, nil, 0, "no-such-command"); !errors.As(err, &ce) || ce.Code != 127 {
 		t.Errorf("missing command: %v, want a CommandError 127", err)
