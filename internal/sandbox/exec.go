@@ -70,7 +70,8 @@ type ExecSpec struct {
 	// Dir is the working directory inside the sandbox (empty: the
 	// sandbox's).
 	Dir string
-	// Stdin, Stdout, Stderr are the command's (nil: /dev/null).
+	// Stdin, Stdout, Stderr are the command's (nil: /dev/null); no
+	// terminal is made for it (Spec.TTY is for the one-command path).
 	Stdin, Stdout, Stderr *os.File
 	// Timeout kills the command's process group (SIGKILL); 0: none.
 	Timeout time.Duration
