@@ -5,7 +5,7 @@
 # (`make bench-sandbox` runs it from the repo root):
 #
 #   [RUNS=21] [WARMUP=2] [REPS=3] [PUSH_BYTES=2GiB] [CONNECTS=500] \
-#   [SECTIONS="startup box relay"] bash bench/sandbox.sh
+#   [SECTIONS="startup box relay exec"] [EXECS=2000] bash bench/sandbox.sh
 #
 # What it measures, in one run:
 #  startup  wall time of `CMD -- true` (fork to exit, stdio on /dev/null),
@@ -28,6 +28,10 @@
 #           CONNECT proxy (127.0.0.1:18080 in the sandbox); REPS x
 #           `sbxbench connects` (CONNECTS sequential connect + CONNECT + 1-byte
 #           echo) the same two ways.
+#  exec     REPS x the Go benchmarks BenchmarkExecTrue (`true` as a second
+#           command in a live sandbox, Exec request to exit status) and
+#           BenchmarkPlainTrue (`true` forked, executed, waited for by the host),
+#           EXECS iterations each; target: Exec at most 2x plain `true`.
 # Targets (from the issue): sodactl's median start-up overhead over plain
 # `true` <= 25 ms; relayed throughput >= 50 % of direct loopback; per-connection
 # setup overhead (relayed median - direct median) <= 1 ms.
@@ -48,7 +52,7 @@ WARMUP=${WARMUP:-2}
 REPS=${REPS:-3}
 PUSH_BYTES=${PUSH_BYTES:-2GiB}
 CONNECTS=${CONNECTS:-500}
-SECTIONS=${SECTIONS:-"startup box relay"}
+SECTIONS=${SECTIONS:-"startup box relay exec"}
 STAMP=$(date +%Y%m%d-%H%M%S)
 RUN=$BENCH/results/$STAMP
 OUT=$RUN/sandbox.jsonl
@@ -301,6 +305,23 @@ if [[ " $SECTIONS " == *" relay "* ]]; then
     relay connects direct "$r" "$WORK/bin/sbxbench" connects "127.0.0.1:$ECHO" "$CONNECTS"
     relay connects relayed "$r" "${SBX[@]}" --allow-private "127.0.0.1:$ECHO" -- \
       "$WORK/bin/sbxbench" connects --proxy "$PROXY" "127.0.0.1:$ECHO" "$CONNECTS"
+  done
+fi
+
+# ----------------------------------------------------------------- exec --
+# A second command (`true`) in a live sandbox (Spec.Persistent, Exec) from
+# request to status, against plain `true` forked and waited for by the host:
+# the Go benchmarks of internal/sandbox, EXECS iterations each, REPS times.
+if [[ " $SECTIONS " == *" exec "* ]]; then
+  for r in $(seq 1 "$REPS"); do
+    if (cd "$ROOT" && go test -count=1 -run '^$' -bench '^Benchmark(ExecTrue|PlainTrue)$' -benchtime "${EXECS:-2000}x" ./internal/sandbox/) >"$WORK/exec.out" 2>&1; then
+      for n in ExecTrue PlainTrue; do
+        ns=$(awk -v n="Benchmark$n" '$1 ~ "^"n"(-[0-9]+)?$" {print $3}' "$WORK/exec.out")
+        emit "{\"section\":\"exec\",\"name\":\"$n\",\"rep\":$r,\"ns_op\":${ns:-null}}"
+      done
+    else
+      emit "{\"section\":\"exec\",\"rep\":$r,\"failed\":$(jstr "$(errtext "$WORK/exec.out")")}"
+    fi
   done
 fi
 

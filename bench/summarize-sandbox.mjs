@@ -115,6 +115,21 @@ if (relayRows.length) {
   p(`| connections/s (sequential) | ${fmt(med(cd.map((x) => x.per_s)), 0)} | ${fmt(med(cr.map((x) => x.per_s)), 0)} | ${ratio(med(cr.map((x) => x.per_s)), med(cd.map((x) => x.per_s)))} | |`);
 }
 
+// ----------------------------------------------------------------- exec --
+const execRows = rows.filter((r) => r.section === 'exec');
+if (execRows.length) {
+  for (const r of execRows.filter((x) => x.failed)) failures.push(`exec rep ${r.rep}: ${r.failed}`);
+  const ns = (name) => med(execRows.filter((r) => r.name === name && ok(r.ns_op)).map((r) => r.ns_op));
+  const ex = ns('ExecTrue'), pl = ns('PlainTrue');
+  p();
+  p('## A second command in a live sandbox');
+  p();
+  p('| measurement | median ms | vs plain `true` | target |');
+  p('|---|---|---|---|');
+  p(`| plain \`true\` (fork, exec, wait from the host) | ${fmt(pl / 1e6, 3)} | | |`);
+  p(`| \`true\` by Exec in a live sandbox (request to status) | ${fmt(ex / 1e6, 3)} | ${ratio(ex, pl)} | ≤ 2x: ${verdict(ok(ex) && ok(pl) ? ex <= 2 * pl : undefined)} |`);
+}
+
 // ------------------------------------------------------------ failures --
 if (failures.length) {
   p();

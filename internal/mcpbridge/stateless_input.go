@@ -628,6 +628,10 @@ func (c *inputCall) finish(held []heldInput, reason string) {
 	}
 	im.mu.Unlock()
 	close(c.done)
+	// The call is cancelled in the child first, then its held requests
+	// fail: the child learns that the call is over before it could answer
+	// the failure with a result nobody waits for.
+	s.detach(c.st, reason)
 	if !s.isEnded() {
 		msg := reason
 		if msg == "" {
@@ -639,7 +643,6 @@ func (c *inputCall) finish(held []heldInput, reason string) {
 			}
 		}
 	}
-	s.detach(c.st, reason)
 	s.done()
 }
 

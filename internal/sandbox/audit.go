@@ -29,8 +29,10 @@ type Record struct {
 	// the run made where no mount could protect it and the host may run:
 	// Detail lists the paths), grant or revoke (an egress grant added or
 	// taken away while the sandbox runs: Grants holds it, By who asked,
-	// Detail the grants in force after), exit, or dropped (a sink's
-	// summary of the egress records it left out).
+	// Detail the grants in force after), exit, exec and exec-exit (a
+	// command of a live sandbox started, with its pid inside, and ended,
+	// with its status), or dropped (a sink's summary of the egress records
+	// it left out).
 	Event      string   `json:"event"`
 	Layer      Layer    `json:"layer,omitempty"`
 	State      string   `json:"state,omitempty"` // applied or degraded
@@ -168,6 +170,13 @@ func LogAudit(log *slog.Logger) func(Record) {
 				attrs = append(attrs, "code", r.Exit.Code, "signal", r.Exit.Signal, "timed_out", r.Exit.TimedOut)
 			}
 			attrs = append(attrs, "duration_ms", r.DurationMS)
+		case "exec": // a command of a live sandbox started
+			attrs = append(attrs, "argv", strings.Join(r.Argv, " "), "pid", r.Pid)
+		case "exec-exit":
+			attrs = append(attrs, "argv", strings.Join(r.Argv, " "))
+			if r.Exit != nil {
+				attrs = append(attrs, "code", r.Exit.Code, "signal", r.Exit.Signal, "timed_out", r.Exit.TimedOut)
+			}
 		case "ready":
 			return // the start and layer records say it all
 		}

@@ -60,7 +60,12 @@ func runInit() int {
 	}
 	cfgIn = in
 	var userns []*os.File
-	for _, fd := range fds[3:] {
+	nsFDs := fds[3:]
+	execFD := -1
+	if cfg.Persistent && len(nsFDs) > 0 {
+		execFD, nsFDs = nsFDs[len(nsFDs)-1], nsFDs[:len(nsFDs)-1]
+	}
+	for _, fd := range nsFDs {
 		userns = append(userns, os.NewFile(uintptr(fd), "userns"))
 	}
 
@@ -121,7 +126,10 @@ func runInit() int {
 			}
 		}
 	}
-	path, err := lookPath(cfg.Argv[0], cfg.Env)
+	path, err := "", error(nil)
+	if !cfg.Persistent {
+		path, err = lookPath(cfg.Argv[0], cfg.Env)
+	}
 	if err != nil {
 		var ce *CommandError
 		if errors.As(err, &ce) {
@@ -161,6 +169,22 @@ func runInit() int {
 	if layer, err := confine(&cfg, report); err != nil {
 		return fail(layer, err)
 	}
+
+	// Egress relay: every connection and DNS query goes to the host.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = relay.Serve(ctx, lns) }()
+	if dns != nil {
+		go func() { _ = relay.ServeDNS(ctx, dns) }()
+	}
+
+	if cfg.Persistent {
+		// A live sandbox: commands come from the host (exec.go).
+		report(statusMsg{Ready: true})
+		status.Close()
+		cfgFile.Close()
+		return serveExec(&cfg, execFD, sigs)
+	}
 	proc, err := os.StartProcess(path, cfg.Argv, &os.ProcAttr{
 		Dir:   cfg.Dir,
 		Env:   cfg.Env,
@@ -173,14 +197,6 @@ func runInit() int {
 	report(statusMsg{Ready: true, Pid: proc.Pid})
 	status.Close()
 	cfgFile.Close()
-
-	// Egress relay: every connection and DNS query goes to the host.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = relay.Serve(ctx, lns) }()
-	if dns != nil {
-		go func() { _ = relay.ServeDNS(ctx, dns) }()
-	}
 
 	// Forward the host's signals (caught from before the command started)
 	// to the command's process group.

@@ -95,6 +95,7 @@ type Sandbox struct {
 	proxyDone   chan struct{}
 	started     time.Time
 	watch       *plantWatch // what no mount protects (protect.go)
+	execCh      execChannel // Spec.Persistent: commands sent to init (exec.go)
 	waitOnce    sync.Once
 	exit        ExitStatus
 	waitErr     error
@@ -143,7 +144,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
-		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect,
+		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
 	}
 	kept, dropped := FilterEnv(spec.Env)
 	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)
@@ -234,6 +235,14 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	for _, m := range sb.idmaps {
 		files = append(files, m.fd)
 	}
+	if spec.Persistent {
+		execChild, err := sb.openExec()
+		if err != nil {
+			return nil, err
+		}
+		defer execChild.Close()
+		files = append(files, execChild) // last: init finds it there
+	}
 	fds := make([]string, len(files))
 	for i := range files {
 		fds[i] = strconv.Itoa(3 + len(cmd.ExtraFiles) + i)
@@ -249,6 +258,9 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	cfgR.Close()
 	statW.Close()
 	egressChild.Close()
+	if spec.Persistent {
+		files[len(files)-1].Close() // init holds it now
+	}
 	// Init builds the sandbox while we place it in its cgroup; it forks
 	// the command only after placedByte.
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
@@ -270,6 +282,9 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	cfgW.Close()
 	if err := sb.waitReady(ctx, statR); err != nil {
 		return nil, err
+	}
+	if spec.Persistent {
+		go sb.readExecReplies()
 	}
 	log.Debug("sandbox started", "prepare", tPrep, "cgroup", tGroup-tPrep, "clone", tClone-tGroup,
 		"place", tPlaced-tClone, "ready", time.Since(sb.started)-tPlaced, "total", time.Since(sb.started))
@@ -773,6 +788,7 @@ func (sb *Sandbox) cleanup(ctx context.Context) {
 	} else if sb.egress != nil {
 		sb.egress.Close()
 	}
+	sb.closeExec()
 	for _, m := range sb.idmaps {
 		m.close()
 	}

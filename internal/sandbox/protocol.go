@@ -23,7 +23,7 @@ import (
 const (
 	initArg0  = "soda-sandbox-init"
 	markerEnv = "SODA_SANDBOX_ROLE"
-	fdsEnv    = "SODA_SANDBOX_FDS" // cfg,status,egress[,userns…] fd numbers
+	fdsEnv    = "SODA_SANDBOX_FDS" // cfg,status,egress[,userns…][,exec] fd numbers
 	// placedByte follows the configuration on the config pipe once the
 	// host has placed init in the sandbox's cgroup: init forks the command
 	// only after reading it.
@@ -66,6 +66,9 @@ type initConfig struct {
 	// Unprotect lists paths the caller left writable although they are
 	// protected (see protect.go).
 	Unprotect []string `json:"unprotect,omitempty"`
+	// Persistent: init runs no command of its own but serves exec
+	// requests on the last descriptor of SODA_SANDBOX_FDS (exec.go).
+	Persistent bool `json:"persistent,omitempty"`
 
 	idmapDegraded []string      // read-write grants mounted without idmap (init only)
 	idmapSkipped  []string      // read-only grants whose filesystem cannot idmap

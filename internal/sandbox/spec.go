@@ -114,7 +114,12 @@ type Spec struct {
 	// ID names the sandbox (scope, state directory, audit); generated when empty.
 	ID string
 	// Argv is the command; Argv[0] is looked up in the sandbox's PATH.
+	// Empty with Persistent: the sandbox runs only what Exec asks.
 	Argv []string
+	// Persistent keeps the sandbox alive, its init waiting for commands
+	// sent by (*Sandbox).Exec, until Close (see exec.go). Argv, if set, is
+	// ignored: every command is an Exec.
+	Persistent bool
 	// Env is the extra environment, filtered by FilterEnv; the sandbox's
 	// base environment (HOME, PATH, TMPDIR, LANG, TERM, proxies) is added.
 	Env []string
@@ -185,7 +190,7 @@ const SandboxHome = "/home/agent"
 // and symlinks resolved, so that what is granted is what the user meant
 // at launch time (the mounts are made from the resolved paths).
 func (s *Spec) Normalize() error {
-	if len(s.Argv) == 0 || s.Argv[0] == "" {
+	if !s.Persistent && (len(s.Argv) == 0 || s.Argv[0] == "") {
 		return errors.New("sandbox: no command to run")
 	}
 	if s.ID == "" {

@@ -1,0 +1,255 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A live sandbox (Spec.Persistent) runs commands on request:
+//
+//	host ──exec {id, argv, env, dir} + stdin, stdout, stderr (SCM_RIGHTS)──▶ init
+//	host ◀──────────────── {id, pid} started, or {id, error, code} ────────── init
+//	host ──signal {id, sig} (timeout, cancelled ctx) ───────────────────────▶ init
+//	host ◀──────────────── {id, exited, code, signal} ─────────────────────── init
+//
+// on a SOCK_SEQPACKET socket pair, one JSON message per packet. Init,
+// already confined, forks each command in a session (and process group)
+// of its own, which inherits every layer; it reaps them and reports their
+// status. When the host closes its end, init exits, and with it, PID 1 of
+// the sandbox's PID namespace, every process left in it.
+
+// execRequest is one message from the host to init.
+type execRequest struct {
+	Op     string   `json:"op"` // "exec" (with 3 descriptors) or "signal"
+	ID     uint64   `json:"id"`
+	Argv   []string `json:"argv,omitempty"`
+	Env    []string `json:"env,omitempty"`
+	Dir    string   `json:"dir,omitempty"`
+	Signal int      `json:"sig,omitempty"`
+}
+
+// execReply is one message from init to the host.
+type execReply struct {
+	ID      uint64 `json:"id"`
+	Pid     int    `json:"pid,omitempty"`      // started, as this pid in the sandbox
+	Error   string `json:"error,omitempty"`    // not started
+	ErrCode int    `json:"code_err,omitempty"` // with Error: 126, 127 as a shell
+	Exited  bool   `json:"exited,omitempty"`   // ended, with:
+	Code    int    `json:"code,omitempty"`     // exit code, 128+N when killed by N
+	Signal  int    `json:"sig,omitempty"`      // the signal that killed it
+}
+
+// execMaxMsg bounds one message (argv and environment).
+const execMaxMsg = 1 << 20
+
+// execChannel is the host's end of a live sandbox's exec socket.
+type execChannel struct {
+	conn *net.UnixConn
+
+	mu      sync.Mutex
+	next    uint64
+	waiters map[uint64]chan execReply
+	ended   bool // init's end is gone: no more commands
+}
+
+// ExecSpec is one command to run in a live sandbox.
+type ExecSpec struct {
+	// Argv is the command; Argv[0] is looked up in the sandbox's PATH.
+	Argv []string
+	// Env is added to the sandbox's environment, filtered by FilterEnv.
+	Env []string
+	// Dir is the working directory inside the sandbox (empty: the
+	// sandbox's).
+	Dir string
+	// Stdin, Stdout, Stderr are the command's (nil: /dev/null); no
+	// terminal is made for it (Spec.TTY is for the one-command path).
+	Stdin, Stdout, Stderr *os.File
+	// Timeout kills the command's process group (SIGKILL); 0: none.
+	Timeout time.Duration
+}
+
+// ErrNotPersistent is returned by Exec on a sandbox started without
+// Spec.Persistent.
+var ErrNotPersistent = errors.New("sandbox: not a live sandbox (Spec.Persistent)")
+
+// openExec makes the exec socket pair (Spec.Persistent): the host's end is
+// kept, init's end returned to pass on.
+func (sb *Sandbox) openExec() (*os.File, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("exec socket: %w", err)
+	}
+	hostEnd := os.NewFile(uintptr(pair[0]), "exec-host")
+	fc, err := net.FileConn(hostEnd)
+	hostEnd.Close()
+	if err != nil {
+		unix.Close(pair[1])
+		return nil, fmt.Errorf("exec socket: %w", err)
+	}
+	sb.execCh.conn = fc.(*net.UnixConn)
+	sb.execCh.waiters = map[uint64]chan execReply{}
+	return os.NewFile(uintptr(pair[1]), "exec-init"), nil
+}
+
+// readExecReplies hands init's replies to the Execs waiting for them,
+// until init's end is gone; then every Exec still waiting fails.
+func (sb *Sandbox) readExecReplies() {
+	c := &sb.execCh
+	buf := make([]byte, 4096)
+	for {
+		n, _, _, _, err := c.conn.ReadMsgUnix(buf, nil)
+		if err != nil || n == 0 {
+			break
+		}
+		var r execReply
+		if err := json.Unmarshal(buf[:n], &r); err != nil {
+			sb.log.Warn("sandbox init: bad exec reply", "err", err)
+			continue
+		}
+		c.mu.Lock()
+		ch := c.waiters[r.ID]
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- r
+		}
+	}
+	c.mu.Lock()
+	c.ended = true
+	for id, ch := range c.waiters {
+		close(ch)
+		delete(c.waiters, id)
+	}
+	c.mu.Unlock()
+}
+
+// closeExec closes the host's end (teardown).
+func (sb *Sandbox) closeExec() {
+	if sb.execCh.conn != nil {
+		sb.execCh.conn.Close()
+	}
+}
+
+// Exec runs es in the live sandbox (Spec.Persistent) and returns how it
+// ended. Commands may run concurrently; each has its own stdio, timeout
+// and status, and shares the sandbox's files, network and limits. At the
+// timeout, or when ctx is cancelled, the command's process group is
+// killed (TimedOut is set for the timeout). A command that cannot start
+// is a *CommandError (126, 127).
+func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
+	c := &sb.execCh
+	if c.conn == nil {
+		return ExitStatus{}, ErrNotPersistent
+	}
+	if len(es.Argv) == 0 || es.Argv[0] == "" {
+		return ExitStatus{}, errors.New("sandbox exec: no command to run")
+	}
+	kept, dropped := FilterEnv(es.Env)
+	if len(dropped) > 0 {
+		sb.record(Record{Event: "env", Dropped: dropped})
+	}
+	stdio := []*os.File{es.Stdin, es.Stdout, es.Stderr}
+	for i, f := range stdio {
+		if f != nil {
+			continue
+		}
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return ExitStatus{}, fmt.Errorf("sandbox exec: %w", err)
+		}
+		defer null.Close()
+		stdio[i] = null
+	}
+
+	ch := make(chan execReply, 2)
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return ExitStatus{}, errors.New("sandbox exec: the sandbox has ended")
+	}
+	c.next++
+	id := c.next
+	c.waiters[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiters, id)
+		c.mu.Unlock()
+	}()
+
+	msg, err := json.Marshal(execRequest{Op: "exec", ID: id, Argv: es.Argv, Env: kept, Dir: es.Dir})
+	if err != nil {
+		return ExitStatus{}, fmt.Errorf("sandbox exec: %w", err)
+	}
+	if len(msg) > execMaxMsg {
+		return ExitStatus{}, fmt.Errorf("sandbox exec: request of %d bytes exceeds %d", len(msg), execMaxMsg)
+	}
+	rights := unix.UnixRights(int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd()))
+	if _, _, err := c.conn.WriteMsgUnix(msg, rights, nil); err != nil {
+		return ExitStatus{}, fmt.Errorf("sandbox exec: send request: %w", err)
+	}
+
+	var timeout <-chan time.Time
+	if es.Timeout > 0 {
+		t := time.NewTimer(es.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var st ExitStatus
+	done := ctx.Done()
+	kill := func() {
+		req, _ := json.Marshal(execRequest{Op: "signal", ID: id, Signal: int(syscall.SIGKILL)})
+		_, _, _ = c.conn.WriteMsgUnix(req, nil, nil)
+	}
+	for {
+		select {
+		case r, ok := <-ch:
+			switch {
+			case !ok:
+				return st, errors.New("sandbox exec: the sandbox ended before the command")
+			case r.Error != "":
+				err := errors.New(r.Error)
+				if r.ErrCode != 0 {
+					err = &CommandError{Code: r.ErrCode, Err: err}
+				}
+				return st, err
+			case r.Exited:
+				st.Code = r.Code
+				if r.Signal != 0 {
+					st.Signal = unix.SignalName(syscall.Signal(r.Signal))
+				}
+				sb.record(Record{Event: "exec-exit", Argv: es.Argv, Exit: &st})
+				return st, nil
+			case r.Pid != 0:
+				sb.record(Record{Event: "exec", Argv: es.Argv, Pid: r.Pid})
+			}
+		case <-timeout:
+			timeout = nil
+			st.TimedOut = true
+			sb.log.Warn("sandbox command timed out; killing it", "argv", es.Argv, "timeout", es.Timeout)
+			kill()
+		case <-done:
+			done = nil
+			kill()
+		}
+	}
+}
+
+// Close ends a live sandbox: init stops taking commands and exits, which
+// kills everything still running in it, and the sandbox is torn down
+// (Wait). On a sandbox that is not persistent it is Wait.
+func (sb *Sandbox) Close(ctx context.Context) error {
+	if sb.execCh.conn != nil {
+		_ = sb.execCh.conn.CloseWrite()
+	}
+	_, err := sb.Wait(ctx)
+	return err
+}

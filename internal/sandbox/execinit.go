@@ -1,0 +1,172 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// serveExec is a live sandbox's init once confined (see exec.go): it runs
+// the host's commands, reaps them and every orphan, and reports each
+// command's status, until the host closes the exec socket (exit 0) or
+// signals init (128+N). It runs on the locked, confined thread, which
+// forks every command: each inherits all the layers.
+func serveExec(cfg *initConfig, fd int, sigs chan os.Signal) int {
+	if fd < 3 {
+		fmt.Fprintln(os.Stderr, "soda-sandbox-init: live sandbox without its exec socket")
+		return 125
+	}
+	f := os.NewFile(uintptr(fd), "exec")
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soda-sandbox-init: exec socket:", err)
+		return 125
+	}
+	conn := fc.(*net.UnixConn)
+	defer conn.Close()
+
+	type request struct {
+		execRequest
+		files []*os.File
+	}
+	reqs := make(chan request)
+	go func() {
+		defer close(reqs)
+		buf := make([]byte, execMaxMsg)
+		oob := make([]byte, unix.CmsgSpace(3*4))
+		for {
+			// Received descriptors are close-on-exec (MSG_CMSG_CLOEXEC):
+			// a command gets only its own three, as its 0, 1, 2.
+			n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+			if err != nil || n == 0 {
+				return
+			}
+			var r request
+			if err := json.Unmarshal(buf[:n], &r.execRequest); err != nil {
+				continue
+			}
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for _, m := range msgs {
+					if fds, err := unix.ParseUnixRights(&m); err == nil {
+						for _, fd := range fds {
+							r.files = append(r.files, os.NewFile(uintptr(fd), "stdio"))
+						}
+					}
+				}
+			}
+			reqs <- r
+		}
+	}()
+	reply := func(r execReply) {
+		b, _ := json.Marshal(r)
+		_, _, _ = conn.WriteMsgUnix(b, nil, nil)
+	}
+
+	// SIGCHLD, caught before the first fork, says when to reap.
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	running := map[int]uint64{} // pid → request id
+	byID := map[uint64]int{}
+
+	for {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				return 0 // the host closed: the sandbox ends
+			}
+			switch r.Op {
+			case "exec":
+				pid, err := startExec(cfg, r.execRequest, r.files)
+				for _, f := range r.files {
+					f.Close()
+				}
+				if err != nil {
+					var ce *CommandError
+					code := 0
+					if errors.As(err, &ce) {
+						code = ce.Code
+					}
+					reply(execReply{ID: r.ID, Error: err.Error(), ErrCode: code})
+					continue
+				}
+				running[pid], byID[r.ID] = r.ID, pid
+				reply(execReply{ID: r.ID, Pid: pid})
+			case "signal":
+				if pid, ok := byID[r.ID]; ok && r.Signal > 0 {
+					// Its own session, so its own process group: the
+					// command and what it started, nothing else.
+					_ = syscall.Kill(-pid, syscall.Signal(r.Signal))
+				}
+			}
+		case <-chld:
+			for {
+				var ws syscall.WaitStatus
+				pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+				if errors.Is(err, syscall.EINTR) {
+					continue
+				}
+				if err != nil || pid <= 0 {
+					break
+				}
+				id, ok := running[pid]
+				if !ok {
+					continue // an orphan: PID 1 reaps it
+				}
+				delete(running, pid)
+				delete(byID, id)
+				rep := execReply{ID: id, Exited: true}
+				if ws.Signaled() {
+					rep.Code, rep.Signal = 128+int(ws.Signal()), int(ws.Signal())
+				} else {
+					rep.Code = ws.ExitStatus()
+				}
+				reply(rep)
+			}
+		case s := <-sigs:
+			if s == syscall.SIGWINCH {
+				continue
+			}
+			// Stopping the sandbox: init's exit ends it all.
+			return 128 + int(s.(syscall.Signal))
+		}
+	}
+}
+
+// startExec forks one command of a live sandbox in a new session, with
+// the sandbox's environment and directory unless the request has its own.
+func startExec(cfg *initConfig, r execRequest, files []*os.File) (int, error) {
+	if len(files) != 3 {
+		return 0, fmt.Errorf("exec request with %d descriptors, want 3", len(files))
+	}
+	if len(r.Argv) == 0 {
+		return 0, errors.New("exec request without a command")
+	}
+	env := append(append([]string(nil), cfg.Env...), r.Env...)
+	dir := cfg.Dir
+	if r.Dir != "" {
+		dir = r.Dir
+	}
+	path, err := lookPath(r.Argv[0], env)
+	if err != nil {
+		return 0, err
+	}
+	proc, err := os.StartProcess(path, r.Argv, &os.ProcAttr{
+		Dir:   dir,
+		Env:   env,
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("start %s: %w", path, err)
+	}
+	pid := proc.Pid
+	_ = proc.Release() // reaped by pid (Wait4), not through os.Process
+	return pid, nil
+}
