@@ -184,6 +184,9 @@ type gatedConn struct {
 // Read reads from the connection and measures the request headers.
 func (c *gatedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if n == 1 && len(p) == 1 {
+		c.headers.next() // net/http's background read (headerScan.next)
+	}
 	c.headers.feed(p[:n])
 	return n, err
 }

@@ -23,13 +23,34 @@ type headerScan struct {
 	over      bool       // more than limit bytes without an empty line
 	n         int        // bytes of this request so far
 	lineEmpty bool       // no byte but CR on the current line yet
+	early     bool       // restarted by next(): the coming reset is already done
 }
 
-// reset starts measuring the next request.
+// reset starts measuring the next request, when the connection goes idle
+// after a response; a restart by next for the same request stands.
 func (h *headerScan) reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.early {
+		h.early = false
+		return
+	}
 	h.started, h.done, h.over, h.n, h.lineEmpty = false, false, false, 0, false
+}
+
+// next is called before the bytes of a one-byte read. Once a request's
+// body has been read, net/http reads one byte ahead in the background to
+// notice a client that goes away; a byte it gets there is the first of the
+// next request, and it can arrive before the connection is marked idle
+// (the client sends as soon as it has the response). Counting starts with
+// it, so that such a request is held to the limit to the byte too.
+func (h *headerScan) next() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		h.started, h.done, h.over, h.n, h.lineEmpty = false, false, false, 0, false
+		h.early = true
+	}
 }
 
 // feed scans bytes read from the connection.
