@@ -534,7 +534,7 @@ func (c *inputCall) run(rd *inputRound) {
 					final = it.raw
 					continue
 				}
-				send(completeResponse(it.raw, cur.id), true)
+				send(completeResponse(it.raw, cur.id, c.method), true)
 				return
 			}
 			if cur != nil && it.raw != nil {
@@ -570,7 +570,7 @@ func (c *inputCall) run(rd *inputRound) {
 			cur = nr
 			idle.Reset(callTimeout)
 			if final != nil {
-				send(completeResponse(final, cur.id), true)
+				send(completeResponse(final, cur.id, c.method), true)
 				return
 			}
 			for i := 0; i < len(held); {
@@ -669,27 +669,8 @@ func inputRequiredResponse(id json.RawMessage, held []heldInput, token string) [
 }
 
 // completeResponse is the child's final answer with the client's id of the
-// POST it goes to and, for a result, resultType "complete" if it has none.
-func completeResponse(raw []byte, id json.RawMessage) []byte {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return raw
-	}
-	obj["id"] = id
-	if res := obj["result"]; len(res) > 0 && res[0] == '{' {
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(res, &fields) == nil {
-			if _, ok := fields["resultType"]; !ok {
-				fields["resultType"] = json.RawMessage(`"complete"`)
-				if b, err := json.Marshal(fields); err == nil {
-					obj["result"] = b
-				}
-			}
-		}
-	}
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return raw
-	}
-	return out
+// POST it goes to, translated as every stateless answer is (completeResult:
+// resultType, and the caching hints of a cacheable method).
+func completeResponse(raw []byte, id json.RawMessage, method string) []byte {
+	return rewriteID(completeResult(raw, method), id)
 }

@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +75,26 @@ func TestTagSubscription(t *testing.T) {
 		if got := string(tagSubscription([]byte(c.in), json.RawMessage(`"s1"`))); got != c.want {
 			t.Errorf("got  %s\nwant %s", got, c.want)
 		}
+	}
+}
+
+// TestCompleteResponse: the final answer of a call that went through input
+// rounds is translated like every other stateless answer: a cacheable
+// result gets its caching hints too, and the child's <, > and & stay.
+func TestCompleteResponse(t *testing.T) {
+	raw := []byte(`{"jsonrpc":"2.0","id":"soda-7","result":{"contents":[{"uri":"x://a","text":"a<b&c"}]}}`)
+	var got struct {
+		ID     json.RawMessage `json:"id"`
+		Result map[string]any  `json:"result"`
+	}
+	out := completeResponse(raw, json.RawMessage(`42`), "resources/read")
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.ID) != "42" || got.Result["resultType"] != "complete" || got.Result["ttlMs"] != 0.0 || got.Result["cacheScope"] != "private" {
+		t.Errorf("completeResponse = %s", out)
+	}
+	if !strings.Contains(string(out), `a<b&c`) {
+		t.Errorf("the child's text was escaped: %s", out)
 	}
 }
