@@ -29,7 +29,9 @@ func liveSandbox(t *testing.T, strict bool, tweak func(*Spec)) (*Sandbox, string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sb, err := (&Linux{}).Start(ctx, spec)
+	engine := &Linux{}
+	t.Cleanup(func() { engine.Close() })
+	sb, err := engine.Start(ctx, spec)
 	if err != nil {
 		t.Fatalf("start live sandbox: %v", err)
 	}
@@ -246,7 +248,9 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	sb, err := (&Linux{}).Start(ctx, Spec{Persistent: true, Home: b.TempDir(), AllowDegraded: []Layer{LayerCgroup}})
+	engine := &Linux{}
+	b.Cleanup(func() { engine.Close() })
+	sb, err := engine.Start(ctx, Spec{Persistent: true, Home: b.TempDir(), AllowDegraded: []Layer{LayerCgroup}})
 	if err != nil {
 		b.Fatalf("start live sandbox: %v", err)
 	}

@@ -47,19 +47,47 @@ type Linux struct {
 	scopes  *child.ScopePlacer
 
 	uids uidPool // the uids of root callers' sandboxes
+
+	// The host's own addresses, which every sandbox's proxy refuses like
+	// loopback: one netlink subscription per engine, made on first use.
+	addrMu sync.Mutex
+	addrs  *egress.HostAddrs
+}
+
+// hostAddrs returns the engine's watch of the host's addresses, or nil
+// (the proxy then reads them per CONNECT) when no subscription can be had.
+func (e *Linux) hostAddrs(log *slog.Logger) egress.LocalAddrs {
+	e.addrMu.Lock()
+	defer e.addrMu.Unlock()
+	if e.addrs == nil {
+		a, err := egress.WatchHostAddrs(log)
+		if err != nil {
+			log.Warn("egress: no address subscription; the host's addresses are read per connection", "err", err)
+			return nil
+		}
+		e.addrs = a
+	}
+	return e.addrs
 }
 
 // Close releases what the engine holds for all its sandboxes (the
-// connection to systemd). Call it once every sandbox has ended.
+// connection to systemd, the address subscription). Call it once every
+// sandbox has ended.
 func (e *Linux) Close() error {
+	var errs []error
+	e.addrMu.Lock()
+	if e.addrs != nil {
+		errs = append(errs, e.addrs.Close())
+		e.addrs = nil
+	}
+	e.addrMu.Unlock()
 	e.scopeMu.Lock()
 	defer e.scopeMu.Unlock()
-	if e.scopes == nil {
-		return nil
+	if e.scopes != nil {
+		errs = append(errs, e.scopes.Close())
+		e.scopes = nil
 	}
-	err := e.scopes.Close()
-	e.scopes = nil
-	return err
+	return errors.Join(errs...)
 }
 
 // startTimeout bounds the time from clone to the command's exec.
@@ -273,7 +301,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 
 	// The host side of egress runs before init can relay anything.
 	if !spec.NoNetwork {
-		sb.startProxy(ctx, e.Resolver)
+		sb.startProxy(ctx, e.Resolver, e.hostAddrs(sb.log.With("part", "egress")))
 	}
 
 	if _, err := cfgW.Write([]byte{placedByte}); err != nil {
@@ -378,26 +406,17 @@ func initCommand(spec *Spec, cfg *initConfig) *exec.Cmd {
 
 // startProxy serves the egress control socket: the host side of every
 // connection the sandbox makes.
-func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver) {
+func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver, local egress.LocalAddrs) {
 	log := sb.log.With("part", "egress")
 	sb.proxy = &egress.Proxy{Policy: sb.spec.Egress, Resolver: resolver, Log: log,
 		Audit: func(ev egress.Event) { sb.record(Record{Event: "egress", Egress: &ev}) }}
-	// The host's own addresses, kept current while the sandbox lives; if
-	// the subscription cannot be had, the proxy reads them per CONNECT.
-	local, err := egress.WatchHostAddrs(log)
-	if err != nil {
-		log.Warn("egress: no address subscription; the host's addresses are read per connection", "err", err)
-	} else {
-		sb.proxy.Local = local
-	}
+	// The host's own addresses (the engine's watch; nil: read per CONNECT).
+	sb.proxy.Local = local
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	sb.cancelProxy = cancel
 	sb.proxyDone = make(chan struct{})
 	go func() {
 		defer close(sb.proxyDone)
-		if local != nil {
-			defer local.Close()
-		}
 		if err := sb.proxy.ServeControl(pctx, sb.egress); err != nil && pctx.Err() == nil {
 			sb.log.Warn("egress control ended", "err", err)
 		}

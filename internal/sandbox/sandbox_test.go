@@ -162,7 +162,9 @@ func runSandbox(t *testing.T, tweak func(*Spec), argv ...string) (ExitStatus, st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sb, err := (&Linux{}).Start(ctx, spec)
+	engine := &Linux{}
+	t.Cleanup(func() { engine.Close() })
+	sb, err := engine.Start(ctx, spec)
 	var st ExitStatus
 	if err == nil {
 		st, err = sb.Wait(ctx)
