@@ -204,11 +204,21 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	defer closeAudit()
-	engine := &sandbox.Linux{Log: log, Audit: audit}
+	ecfg := sandbox.Detect()
+	ecfg.Log, ecfg.Audit = log, audit
+	engine, err := sandbox.New(ecfg)
+	if err != nil {
+		return exitSandbox, err
+	}
 	defer engine.Close()
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	if removed, err := engine.SweepLeftovers(ctx); err != nil {
+		log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
+	} else if len(removed) > 0 {
+		log.Info("removed what killed sandboxes left", "removed", removed)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
 	defer signal.Stop(sigs)

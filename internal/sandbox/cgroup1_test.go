@@ -20,7 +20,7 @@ func requireCgroup1(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: cgroup v1 placement is for root callers")
 	}
-	if systemdRunning() {
+	if Detect().Cgroups == CgroupSystemd {
 		t.Skip("SKIP: systemd is the service manager here: the sandbox gets a transient scope (test/sandbox)")
 	}
 	l := child.Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50}

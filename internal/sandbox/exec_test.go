@@ -29,8 +29,7 @@ func liveSandbox(t *testing.T, strict bool, tweak func(*Spec)) (*Sandbox, string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	engine := &Linux{}
-	t.Cleanup(func() { engine.Close() })
+	engine := testEngine(t, nil)
 	sb, err := engine.Start(ctx, spec)
 	if err != nil {
 		t.Fatalf("start live sandbox: %v", err)
@@ -248,8 +247,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	engine := &Linux{}
-	b.Cleanup(func() { engine.Close() })
+	engine := testEngine(b, nil)
 	sb, err := engine.Start(ctx, Spec{Persistent: true, Home: b.TempDir(), AllowDegraded: []Layer{LayerCgroup}})
 	if err != nil {
 		b.Fatalf("start live sandbox: %v", err)

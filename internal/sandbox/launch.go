@@ -24,72 +24,6 @@ import (
 	"github.com/soda-project/soda/internal/egress"
 )
 
-// Engine starts sandboxes. Linux is the only implementation; the interface
-// keeps callers (sodactl, later the supervisor) independent of it.
-type Engine interface {
-	Start(ctx context.Context, spec Spec) (*Sandbox, error)
-}
-
-// Linux is the Linux sandbox engine: namespaces, a private root, Landlock,
-// seccomp, a cgroup, and egress through a host-side proxy.
-type Linux struct {
-	// Log receives the engine's log lines.
-	Log *slog.Logger
-	// Audit receives every audit record (nil: log only).
-	Audit func(Record)
-	// Resolver is used by the egress proxy (nil: the system resolver).
-	Resolver egress.Resolver
-
-	// The systemd placer every sandbox of this engine shares, connected
-	// on first use (one D-Bus connection per process, not per sandbox);
-	// Close ends it.
-	scopeMu sync.Mutex
-	scopes  *child.ScopePlacer
-
-	uids uidPool // the uids of root callers' sandboxes
-
-	// The host's own addresses, which every sandbox's proxy refuses like
-	// loopback: one netlink subscription per engine, made on first use.
-	addrMu sync.Mutex
-	addrs  *egress.HostAddrs
-}
-
-// hostAddrs returns the engine's watch of the host's addresses, or nil
-// (the proxy then reads them per CONNECT) when no subscription can be had.
-func (e *Linux) hostAddrs(log *slog.Logger) egress.LocalAddrs {
-	e.addrMu.Lock()
-	defer e.addrMu.Unlock()
-	if e.addrs == nil {
-		a, err := egress.WatchHostAddrs(log)
-		if err != nil {
-			log.Warn("egress: no address subscription; the host's addresses are read per connection", "err", err)
-			return nil
-		}
-		e.addrs = a
-	}
-	return e.addrs
-}
-
-// Close releases what the engine holds for all its sandboxes (the
-// connection to systemd, the address subscription). Call it once every
-// sandbox has ended.
-func (e *Linux) Close() error {
-	var errs []error
-	e.addrMu.Lock()
-	if e.addrs != nil {
-		errs = append(errs, e.addrs.Close())
-		e.addrs = nil
-	}
-	e.addrMu.Unlock()
-	e.scopeMu.Lock()
-	defer e.scopeMu.Unlock()
-	if e.scopes != nil {
-		errs = append(errs, e.scopes.Close())
-		e.scopes = nil
-	}
-	return errors.Join(errs...)
-}
-
 // startTimeout bounds the time from clone to the command's exec.
 const startTimeout = 15 * time.Second
 
@@ -143,15 +77,15 @@ type ExitStatus struct {
 // command has been started with every layer in place, or an error that
 // names the layer that could not be applied (*LayerError).
 func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
-	log := e.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := e.cfg.Log
 	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
+	if e.cfg.ClosedNetwork && !spec.NoNetwork {
+		return nil, errors.New("sandbox: this engine runs closed-network sandboxes only (Spec.NoNetwork)")
+	}
 	log = log.With("sandbox", spec.ID)
-	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.Audit, started: time.Now()}
+	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now()}
 	defer func() {
 		if err != nil {
 			sb.cleanup(context.WithoutCancel(ctx))
@@ -167,7 +101,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		log.Warn("sandbox paths unprotected: the host may run what the command writes there", "unprotected", strings.Join(spec.Unprotect, ":"))
 	}
 
-	root := os.Geteuid() == 0
+	root := e.cfg.Privileged
 	cfg := initConfig{
 		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
@@ -220,11 +154,18 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	// Without systemd, init is cloned into a cgroup v2 directory made now;
 	// with it, the scope is made once init runs (and builds the sandbox
 	// meanwhile), since systemd needs a pid to make a scope.
-	scope := systemdRunning()
+	scope := e.cfg.Cgroups == CgroupSystemd
 	if scope && !spec.Knobs.unavailable(LayerCgroup) {
 		// Connect to systemd while the rest is prepared and init starts.
 		sb.pendingScope = make(chan scopeResult, 1)
-		go func() { sb.pendingScope <- e.scopePlacer(ctx, root, sb.childLimits()) }()
+		go func() {
+			p, err := e.scopePlacer(ctx)
+			if err != nil {
+				sb.pendingScope <- scopeResult{err: err}
+				return
+			}
+			sb.pendingScope <- scopeResult{placer: p.WithLimits(sb.childLimits())}
+		}()
 	}
 	tPrep := time.Since(sb.started)
 	if !scope {
@@ -301,7 +242,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 
 	// The host side of egress runs before init can relay anything.
 	if !spec.NoNetwork {
-		sb.startProxy(ctx, e.Resolver, e.hostAddrs(sb.log.With("part", "egress")))
+		sb.startProxy(ctx, e.cfg.Resolver, e.hostAddrs(sb.log.With("part", "egress")))
 	}
 
 	if _, err := cfgW.Write([]byte{placedByte}); err != nil {
@@ -513,8 +454,7 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 		} else {
 			// A cgroup v2 directory without controllers still lets the
 			// whole sandbox be killed at once.
-			sb.placer = child.NewPlacer(slog.New(slog.DiscardHandler), "soda-sandbox", child.Limits{})
-			sb.sweepLeftovers(sb.placer)
+			sb.placer = child.NewPlacer(sb.log, "soda-sandbox", child.Limits{})
 		}
 		g, gerr := sb.placer.NewGroup(sb.ID)
 		sb.group = g
@@ -536,7 +476,6 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 		if err != nil {
 			return fail(err)
 		}
-		sb.sweepLeftovers(p)
 		placer = p
 	}
 	if missing := placer.Unenforced(); len(missing) > 0 {
@@ -555,17 +494,9 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 }
 
 // leftoverAge is how long a sandbox cgroup must have been empty and
-// unchanged before a later sandbox removes it; a sibling's directory is
+// unchanged before SweepLeftovers removes it; a sibling's directory is
 // younger than that between its creation and the clone into it.
 const leftoverAge = 10 * time.Second
-
-// sweepLeftovers removes the cgroup directories that sandboxes killed
-// before their own teardown left (without systemd, nothing else does).
-func (sb *Sandbox) sweepLeftovers(p child.Placer) {
-	if s, ok := p.(child.Sweeper); ok {
-		s.Sweep(sb.log, leftoverAge)
-	}
-}
 
 // scopeResult is a systemd placer being connected.
 type scopeResult struct {
@@ -573,52 +504,9 @@ type scopeResult struct {
 	err    error
 }
 
-// scopePlacer returns the engine's systemd placer, with limits, connecting
-// it on first use to the service manager that makes the sandboxes' scopes:
-// the system's for root, the user's own otherwise. The first connection
-// sweeps the scopes that killed sandbox owners left; a live sibling's
-// scope, in this process or another, is never touched (see
-// child.ScopePlacer.SweepLeftovers).
-func (e *Linux) scopePlacer(ctx context.Context, root bool, limits child.Limits) scopeResult {
-	e.scopeMu.Lock()
-	defer e.scopeMu.Unlock()
-	if e.scopes == nil {
-		log := e.Log
-		if log == nil {
-			log = slog.New(slog.DiscardHandler)
-		}
-		var p *child.ScopePlacer
-		var err error
-		if root {
-			p, err = child.NewSystemdPlacer(ctx, log, "soda-sandbox", "soda-sandbox.slice", child.Limits{})
-		} else {
-			p, err = child.NewUserSystemdPlacer(ctx, log, "soda-sandbox", "soda-sandbox.slice", child.Limits{})
-		}
-		if err != nil {
-			return scopeResult{err: err}
-		}
-		// Init is its own gate: it forks nothing before placedByte.
-		p.WithoutGate()
-		if stopped, err := p.SweepLeftovers(ctx); err != nil {
-			log.Warn("stop sandbox scopes left by killed owners", "stopped", stopped, "err", err)
-		} else if len(stopped) > 0 {
-			log.Info("stopped sandbox scopes left by killed owners", "stopped", stopped)
-		}
-		e.scopes = p
-	}
-	return scopeResult{placer: e.scopes.WithLimits(limits)}
-}
-
 // childLimits are the spec's limits for a placer.
 func (sb *Sandbox) childLimits() child.Limits {
 	return child.Limits{MemoryMax: sb.spec.Limits.MemoryMax, TasksMax: sb.spec.Limits.TasksMax, CPUQuota: sb.spec.Limits.CPUPercent}
-}
-
-// systemdRunning reports whether systemd is the service manager (see
-// sd_booted(3)).
-func systemdRunning() bool {
-	_, err := os.Stat("/run/systemd/system")
-	return err == nil
 }
 
 // idmapGrants prepares idmapped mounts (root only): each granted path not

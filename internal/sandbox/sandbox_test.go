@@ -162,8 +162,7 @@ func runSandbox(t *testing.T, tweak func(*Spec), argv ...string) (ExitStatus, st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	engine := &Linux{}
-	t.Cleanup(func() { engine.Close() })
+	engine := testEngine(t, nil)
 	sb, err := engine.Start(ctx, spec)
 	var st ExitStatus
 	if err == nil {
@@ -255,7 +254,7 @@ func TestDegradedIsExplicit(t *testing.T) {
 			spec := Spec{Argv: []string{"/bin/sh", "-c", "grep ^Seccomp: /proc/self/status"}, Home: t.TempDir(), Stdout: outW,
 				AllowDegraded: []Layer{LayerCgroup, l}, Knobs: Knobs{Unavailable: []Layer{l}}}
 			ctx := context.Background()
-			sb, err := (&Linux{Audit: func(r Record) { recs = append(recs, r) }}).Start(ctx, spec)
+			sb, err := testEngine(t, func(c *Config) { c.Audit = func(r Record) { recs = append(recs, r) } }).Start(ctx, spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,7 +402,8 @@ func TestUnenforcedErrorNamesGroupOnce(t *testing.T) {
 
 // TestSweepsKilledRunsCgroup: without systemd the sandbox's cgroup is a
 // directory of ours; a run killed before its teardown (kill -9 of sodactl)
-// leaves it empty, and the next run removes it, but not a sibling's.
+// leaves it empty, and the engine's explicit sweep (sodactl runs it at
+// start) removes it, but not a sibling's.
 func TestSweepsKilledRunsCgroup(t *testing.T) {
 	requireNamespaces(t)
 	own, err := os.ReadFile("/proc/self/cgroup")
@@ -433,8 +433,12 @@ func TestSweepsKilledRunsCgroup(t *testing.T) {
 	if err := os.Chtimes(stale, old, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, errOut, err := runSandbox(t, nil, "true"); err != nil {
-		t.Fatalf("sandbox: %v (stderr %s)", err, errOut)
+	removed, err := testEngine(t, func(c *Config) { c.Cgroups = CgroupDirect }).SweepLeftovers(t.Context())
+	if err != nil {
+		t.Fatalf("SweepLeftovers: %v (removed %v)", err, removed)
+	}
+	if !slices.Contains(removed, stale) {
+		t.Errorf("SweepLeftovers removed %v, not the killed run's %s", removed, stale)
 	}
 	if _, err := os.Stat(stale); err == nil {
 		t.Errorf("the killed run's cgroup %s is still there", stale)
@@ -468,4 +472,20 @@ func TestHomeIsOwnTmpfs(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(home, "big")); err == nil {
 		t.Errorf("the write reached the host's home directory (%d bytes)", fi.Size())
 	}
+}
+
+// testEngine is an engine configured for this host (Detect), changed by
+// mod, closed when the test ends.
+func testEngine(t testing.TB, mod func(*Config)) *Linux {
+	t.Helper()
+	cfg := Detect()
+	if mod != nil {
+		mod(&cfg)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatalf("new engine: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }

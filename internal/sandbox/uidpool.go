@@ -34,39 +34,37 @@ type uidLease struct {
 	lock *os.File
 }
 
-// uidPool leases the uids of the range. Its zero value locks in
-// uidLockDir; it is safe for concurrent use.
+// uidPool leases the uids of a range (UIDRange); it is safe for
+// concurrent use.
 //
 // Each lease starts probing one slot further than the one before, from a
 // random slot per pool: a long-lived process (a daemon) does not probe the
 // same first slots for every sandbox, and two processes rarely probe the
 // same ones (the flock decides either way).
 type uidPool struct {
-	dir  string // "" means uidLockDir
-	once sync.Once
+	base, count int    // the range
+	dir         string // its lock files
+	once        sync.Once
 	seed int
 	next atomic.Uint64 // leases so far
 }
 
 // start returns the slot the next lease probes first.
 func (p *uidPool) start() int {
-	p.once.Do(func() { p.seed = rand.IntN(UIDCount) })
+	p.once.Do(func() { p.seed = rand.IntN(p.count) })
 	n := p.next.Add(1) - 1
-	return (p.seed + int(n%UIDCount)) % UIDCount
+	return (p.seed + int(n%uint64(p.count))) % p.count
 }
 
 // lease locks the first free uid of the range from start().
 func (p *uidPool) lease() (*uidLease, error) {
 	dir := p.dir
-	if dir == "" {
-		dir = uidLockDir
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	start := p.start()
-	for i := 0; i < UIDCount; i++ {
-		uid := UIDBase + (start+i)%UIDCount
+	for i := 0; i < p.count; i++ {
+		uid := p.base + (start+i)%p.count
 		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(uid)), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("open uid lock: %w", err)
@@ -80,7 +78,7 @@ func (p *uidPool) lease() (*uidLease, error) {
 		}
 		return &uidLease{uid: uid, lock: f}, nil
 	}
-	return nil, fmt.Errorf("all %d sandbox uids from %d are in use", UIDCount, UIDBase)
+	return nil, fmt.Errorf("all %d sandbox uids from %d are in use", p.count, p.base)
 }
 
 func (l *uidLease) release() {

@@ -34,7 +34,13 @@ func main() {
 		sandbox.Main()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	engine := &sandbox.Linux{Log: log}
+	ecfg := sandbox.Detect()
+	ecfg.Log = log
+	engine, err := sandbox.New(ecfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbxconc:", err)
+		os.Exit(1)
+	}
 	defer engine.Close()
 	if len(os.Args) == 2 && os.Args[1] == "short-long" {
 		os.Exit(shortLong(engine))

@@ -57,7 +57,12 @@ func run(port uint16) error {
 	var mu sync.Mutex
 	var recs []sandbox.Record
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	engine := &sandbox.Linux{Log: log, Audit: func(r sandbox.Record) { mu.Lock(); recs = append(recs, r); mu.Unlock() }}
+	ecfg := sandbox.Detect()
+	ecfg.Log, ecfg.Audit = log, func(r sandbox.Record) { mu.Lock(); recs = append(recs, r); mu.Unlock() }
+	engine, err := sandbox.New(ecfg)
+	if err != nil {
+		return err
+	}
 	defer engine.Close()
 
 	home, err := os.MkdirTemp("", "sbxegress-home-")

@@ -1,0 +1,228 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/egress"
+)
+
+// CgroupManager says who makes each sandbox's cgroup.
+type CgroupManager string
+
+const (
+	// CgroupSystemd asks the service manager for a transient scope per
+	// sandbox: the system manager for a privileged engine, the caller's own
+	// user manager otherwise.
+	CgroupSystemd CgroupManager = "systemd"
+	// CgroupDirect has the engine make the cgroup itself: a cgroup v2
+	// directory below its own when that enforces the limits, else, for a
+	// privileged engine, directories in the cgroup v1 memory, pids and cpu
+	// hierarchies (hybrid hosts: WSL2, older distributions).
+	CgroupDirect CgroupManager = "direct"
+)
+
+// UIDRange is the range of dedicated uids a privileged engine runs its
+// sandboxes as, one per running sandbox, each held by a lock file in
+// LockDir (shared by every engine on the host that uses the same range).
+type UIDRange struct {
+	First   int    // the first uid
+	Count   int    // how many
+	LockDir string // a root-only directory for the lock files
+}
+
+// DefaultUIDs is the range sodactl and sodad share.
+var DefaultUIDs = UIDRange{First: UIDBase, Count: UIDCount, LockDir: uidLockDir}
+
+// Config is what a Linux engine is built from. Nothing in it is guessed
+// from the running process: Detect fills it from the host for callers
+// that want that, and New checks it.
+type Config struct {
+	// InitPath is the sandbox's init binary (soda-sandbox-init), executed
+	// as each sandbox's PID 1.
+	InitPath string
+	// Log receives the engine's log lines (nil: discarded).
+	Log *slog.Logger
+	// Audit receives every audit record of every sandbox (nil: log only).
+	Audit func(Record)
+	// Resolver is used by the egress proxies (nil: the system resolver).
+	Resolver egress.Resolver
+	// Privileged runs each sandbox as a dedicated uid from UIDs, without
+	// a user namespace; it needs root. Unprivileged engines run the
+	// caller's own uid in a user namespace; root must be privileged.
+	Privileged bool
+	// Cgroups says who makes the sandboxes' cgroups.
+	Cgroups CgroupManager
+	// UIDs is a privileged engine's uid range (zero: DefaultUIDs).
+	UIDs UIDRange
+	// ClosedNetwork makes the engine refuse every spec that is not
+	// Spec.NoNetwork: a validation worker's engine never relays egress.
+	ClosedNetwork bool
+}
+
+// Detect returns the configuration for this host and process: privileged
+// when running as root, systemd scopes when systemd is the service manager
+// (sd_booted(3)), the default uid range. The caller sets InitPath, Log,
+// Audit and Resolver.
+func Detect() Config {
+	cfg := Config{Privileged: os.Geteuid() == 0, Cgroups: CgroupDirect, UIDs: DefaultUIDs}
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		cfg.Cgroups = CgroupSystemd
+	}
+	return cfg
+}
+
+// Linux is the Linux sandbox engine: namespaces, a private root, Landlock,
+// seccomp, a cgroup, and egress through a host-side proxy. One engine
+// serves any number of sandboxes at once; Close it when they have ended.
+type Linux struct {
+	cfg Config
+
+	// The systemd placer every sandbox of this engine shares, connected
+	// on first use (one D-Bus connection per engine, not per sandbox);
+	// Close ends it.
+	scopeMu sync.Mutex
+	scopes  *child.ScopePlacer
+
+	uids *uidPool // the uids of a privileged engine's sandboxes
+
+	// The host's own addresses, which every sandbox's proxy refuses like
+	// loopback: one netlink subscription per engine, made on first use.
+	addrMu sync.Mutex
+	addrs  *egress.HostAddrs
+}
+
+// New checks cfg and returns an engine built from it.
+func New(cfg Config) (*Linux, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	switch cfg.Cgroups {
+	case CgroupSystemd, CgroupDirect:
+	case "":
+		return nil, errors.New("sandbox engine: Config.Cgroups is not set (systemd or direct; see Detect)")
+	default:
+		return nil, fmt.Errorf("sandbox engine: unknown Config.Cgroups %q (systemd or direct)", cfg.Cgroups)
+	}
+	root := os.Geteuid() == 0
+	switch {
+	case cfg.Privileged && !root:
+		return nil, errors.New("sandbox engine: a privileged engine (dedicated uids, no user namespace) needs root")
+	case !cfg.Privileged && root:
+		return nil, errors.New("sandbox engine: as root the engine must be privileged: a user namespace would map the sandbox to root")
+	}
+	if cfg.UIDs == (UIDRange{}) {
+		cfg.UIDs = DefaultUIDs
+	}
+	if cfg.UIDs.First <= 0 || cfg.UIDs.Count <= 0 || cfg.UIDs.First+cfg.UIDs.Count > 1<<31-1 || cfg.UIDs.LockDir == "" {
+		return nil, fmt.Errorf("sandbox engine: bad uid range %+v (First > 0, Count > 0, below 2^31, LockDir set)", cfg.UIDs)
+	}
+	return &Linux{cfg: cfg, uids: &uidPool{base: cfg.UIDs.First, count: cfg.UIDs.Count, dir: cfg.UIDs.LockDir}}, nil
+}
+
+// hostAddrs returns the engine's watch of the host's addresses, or nil
+// (the proxy then reads them per CONNECT) when no subscription can be had.
+func (e *Linux) hostAddrs(log *slog.Logger) egress.LocalAddrs {
+	e.addrMu.Lock()
+	defer e.addrMu.Unlock()
+	if e.addrs == nil {
+		a, err := egress.WatchHostAddrs(log)
+		if err != nil {
+			log.Warn("egress: no address subscription; the host's addresses are read per connection", "err", err)
+			return nil
+		}
+		e.addrs = a
+	}
+	return e.addrs
+}
+
+// SweepLeftovers removes what sandboxes whose owner was killed left
+// behind: with systemd, the scopes of owners that are gone (a live
+// owner's, in this process or another, is never touched, see
+// child.ScopePlacer.SweepLeftovers); without, the empty cgroup
+// directories older than a sibling's between its creation and its clone.
+// Call it once when a process that starts sandboxes starts.
+func (e *Linux) SweepLeftovers(ctx context.Context) ([]string, error) {
+	if e.cfg.Cgroups == CgroupSystemd {
+		p, err := e.scopePlacer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return p.SweepLeftovers(ctx)
+	}
+	var removed []string
+	var errs []error
+	if p, err := child.NewCgroupPlacer("soda-sandbox", child.Limits{}); err == nil {
+		removed = append(removed, p.(child.Sweeper).Sweep(e.cfg.Log, leftoverAge)...)
+	} else {
+		errs = append(errs, err)
+	}
+	if e.cfg.Privileged {
+		if p, err := child.NewCgroup1Placer("soda-sandbox", child.Limits{}); err == nil {
+			removed = append(removed, p.(child.Sweeper).Sweep(e.cfg.Log, leftoverAge)...)
+		} else if len(errs) > 0 {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 && len(errs) == 1+btoi(e.cfg.Privileged) {
+		return removed, fmt.Errorf("sweep sandbox cgroups: %w", errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Close releases what the engine holds for all its sandboxes (the
+// connection to systemd, the address subscription). Call it once every
+// sandbox has ended.
+func (e *Linux) Close() error {
+	var errs []error
+	e.addrMu.Lock()
+	if e.addrs != nil {
+		errs = append(errs, e.addrs.Close())
+		e.addrs = nil
+	}
+	e.addrMu.Unlock()
+	e.scopeMu.Lock()
+	defer e.scopeMu.Unlock()
+	if e.scopes != nil {
+		errs = append(errs, e.scopes.Close())
+		e.scopes = nil
+	}
+	return errors.Join(errs...)
+}
+
+// scopePlacer returns the engine's systemd placer, connecting it on first
+// use to the service manager that makes the sandboxes' scopes: the
+// system's for a privileged engine, the user's own otherwise.
+func (e *Linux) scopePlacer(ctx context.Context) (*child.ScopePlacer, error) {
+	e.scopeMu.Lock()
+	defer e.scopeMu.Unlock()
+	if e.scopes != nil {
+		return e.scopes, nil
+	}
+	var p *child.ScopePlacer
+	var err error
+	if e.cfg.Privileged {
+		p, err = child.NewSystemdPlacer(ctx, e.cfg.Log, "soda-sandbox", "soda-sandbox.slice", child.Limits{})
+	} else {
+		p, err = child.NewUserSystemdPlacer(ctx, e.cfg.Log, "soda-sandbox", "soda-sandbox.slice", child.Limits{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Init is its own gate: it forks nothing before placedByte.
+	p.WithoutGate()
+	e.scopes = p
+	return p, nil
+}
