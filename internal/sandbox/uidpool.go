@@ -45,8 +45,8 @@ type uidPool struct {
 	base, count int    // the range
 	dir         string // its lock files
 	once        sync.Once
-	seed int
-	next atomic.Uint64 // leases so far
+	seed        int
+	next        atomic.Uint64 // leases so far
 }
 
 // start returns the slot the next lease probes first.
