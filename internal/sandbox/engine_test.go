@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNewChecksConfig: an engine is built only from a configuration that
@@ -51,5 +52,48 @@ func TestClosedNetworkEngine(t *testing.T) {
 	_, err := e.Start(t.Context(), Spec{Argv: []string{"true"}, Home: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "closed-network sandboxes only") {
 		t.Fatalf("Start with egress on a closed engine: %v", err)
+	}
+}
+
+// TestStop: a daemon ends a sandbox it does not wait on itself. Stop
+// makes the waiter's Wait return: SIGTERM for a command that honours it,
+// SIGKILL to the whole cgroup after the grace period for one that does
+// not (and for what it forked into the background).
+func TestStop(t *testing.T) {
+	requireNamespaces(t)
+	tests := []struct {
+		name     string
+		script   string
+		wantCode int
+		minWait  time.Duration
+	}{
+		{"honours SIGTERM", "sleep 60", 128 + 15, 0},
+		{"ignores SIGTERM", "trap '' TERM; (trap '' TERM; sleep 61) & sleep 62", 128 + 9, stopGrace},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := testEngine(t, nil)
+			sb, err := e.Start(t.Context(), Spec{Argv: []string{"/bin/sh", "-c", "echo up; " + tc.script}, Home: t.TempDir(),
+				Stdout: nil, AllowDegraded: []Layer{LayerCgroup}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond) // the shell has set its traps
+			start := time.Now()
+			sb.Stop()
+			sb.Stop() // twice is harmless
+			st, err := sb.Wait(t.Context())
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("Wait: %v", err)
+			}
+			if st.Code != tc.wantCode {
+				t.Errorf("exit %+v, want code %d", st, tc.wantCode)
+			}
+			if took < tc.minWait || took > stopGrace+5*time.Second {
+				t.Errorf("stopped in %v, want between %v and %v", took, tc.minWait, stopGrace+5*time.Second)
+			}
+			sb.Stop() // after the end: nothing
+		})
 	}
 }

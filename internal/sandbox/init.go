@@ -198,41 +198,55 @@ func runInit() int {
 	status.Close()
 	cfgFile.Close()
 
-	// Forward the host's signals (caught from before the command started)
-	// to the command's process group.
+	// Reap everything (on another thread: wait4 sees the children of every
+	// thread); the command's status is ours.
+	exited := make(chan syscall.WaitStatus, 1)
 	go func() {
-		for s := range sigs {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
+				close(exited)
+				return
+			}
+			if pid == proc.Pid {
+				exited <- ws
+				return
+			}
+		}
+	}()
+
+	// Forward the host's signals (caught from before the command started)
+	// to the command's process group, from this thread: Landlock's signal
+	// scope lets a thread signal only processes in its own domain, and each
+	// of init's threads has a domain of its own (landlock_restrict_self
+	// is per thread); the command inherited this thread's.
+	for {
+		select {
+		case s := <-sigs:
 			if s == syscall.SIGWINCH && pty != nil {
 				pty.resize()
 			}
 			// The command leads its own session, so it is in this group
 			// (a session leader cannot leave it): one delivery each.
 			_ = syscall.Kill(-proc.Pid, s.(syscall.Signal))
+		case ws, ok := <-exited:
+			if !ok {
+				return 125
+			}
+			// Exit with the command's status: the end of PID 1 ends the
+			// PID namespace, and the kernel kills whatever the command left.
+			if pty != nil {
+				pty.drain()
+			}
+			if ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ws.ExitStatus()
 		}
-	}()
-
-	// Reap everything; the command's status is ours.
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			return 125
-		}
-		if pid != proc.Pid {
-			continue
-		}
-		// Exit with the command's status: the end of PID 1 ends the PID
-		// namespace, and the kernel kills whatever the command left.
-		if pty != nil {
-			pty.drain()
-		}
-		if ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ws.ExitStatus()
 	}
 }
 

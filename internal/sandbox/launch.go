@@ -58,6 +58,8 @@ type Sandbox struct {
 	started     time.Time
 	watch       *plantWatch // what no mount protects (protect.go)
 	execCh      execChannel // Spec.Persistent: commands sent to init (exec.go)
+	stopOnce    sync.Once
+	stopCh      chan struct{} // closed by Stop
 	waitOnce    sync.Once
 	exit        ExitStatus
 	waitErr     error
@@ -85,7 +87,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		return nil, errors.New("sandbox: this engine runs closed-network sandboxes only (Spec.NoNetwork)")
 	}
 	log = log.With("sandbox", spec.ID)
-	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now()}
+	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			sb.cleanup(context.WithoutCancel(ctx))
@@ -574,6 +576,14 @@ func namespaceError(err error, userns bool) error {
 	return fmt.Errorf("start sandbox init: %w", err)
 }
 
+// Stop asks the sandbox to end: its command gets SIGTERM, and everything
+// left in its cgroup SIGKILL after a grace period. It returns at once;
+// Wait (which the caller runs anyway) returns when the sandbox has ended.
+// Stopping a sandbox that has ended does nothing.
+func (sb *Sandbox) Stop() {
+	sb.stopOnce.Do(func() { close(sb.stopCh) })
+}
+
 // Signal sends sig to the sandbox's init, which forwards it to the command.
 func (sb *Sandbox) Signal(sig syscall.Signal) error {
 	return sb.cmd.Process.Signal(sig)
@@ -601,6 +611,7 @@ func (sb *Sandbox) wait(ctx context.Context) (ExitStatus, error) {
 	var werr error
 	stopping := false
 	var kill <-chan time.Time
+	stop := sb.stopCh
 loop:
 	for {
 		select {
@@ -615,6 +626,14 @@ loop:
 			kill = time.After(stopGrace)
 		case <-ctx.Done():
 			if !stopping {
+				stopping = true
+				_ = sb.Signal(syscall.SIGTERM)
+				kill = time.After(stopGrace)
+			}
+		case <-stop:
+			stop = nil
+			if !stopping {
+				sb.log.Info("sandbox stop requested")
 				stopping = true
 				_ = sb.Signal(syscall.SIGTERM)
 				kill = time.After(stopGrace)

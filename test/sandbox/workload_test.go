@@ -179,6 +179,21 @@ func TestResourceLimits(t *testing.T) {
 		}
 		e.noLeftovers(t)
 	})
+	// A command that honours SIGTERM ends from it, at once: init forwards
+	// the host's signal from the thread whose Landlock domain the command
+	// has (from another thread, the signal scope refused it, and the
+	// command lived until the SIGKILL after the grace period).
+	t.Run("timeout-sigterm", func(t *testing.T) {
+		start := time.Now()
+		r := e.sodactl(execOpts{}, "--timeout", "1s", "--", "sleep", "100")
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("a command that honours SIGTERM took %s to stop (the SIGKILL after the grace period, not the SIGTERM, ended it)", d)
+		}
+		if r.code != 128+15 {
+			t.Errorf("exit %d, want %d (SIGTERM): %s", r.code, 128+15, r)
+		}
+		e.noLeftovers(t)
+	})
 }
 
 // TestFailClosedCLI: with a layer forced unavailable, sodactl run refuses
