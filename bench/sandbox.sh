@@ -253,9 +253,13 @@ codex_v=$("$CODEX" --version 2>/dev/null | awk '{print $NF}')
 srt_v=$("$SRT" --version 2>/dev/null | tail -n1)
 systemd_v=$(systemctl --version 2>/dev/null | awk 'NR==1{print $2}')
 cpu=$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)
-emit "$(printf '{"section":"meta","date":"%s","host_cores":%s,"cpu":%s,"kernel":"%s","go":"%s","node":"%s","codex":"%s","srt":"%s","bwrap":"%s","systemd":"%s","runs":%s,"warmup":%s,"reps":%s,"push_bytes":"%s","connects":%s}' \
+# How the host mounts cgroup2: with favordynmods (now or once before, on
+# recent kernels) a cgroup v1 migration does not wait for an RCU grace
+# period, which changes sodactl's start-up on a hybrid host by 5-15 ms.
+cg2_opts=$(awk '$9 == "cgroup2" {print $NF; exit}' /proc/self/mountinfo)
+emit "$(printf '{"section":"meta","date":"%s","host_cores":%s,"cpu":%s,"kernel":"%s","go":"%s","node":"%s","codex":"%s","srt":"%s","bwrap":"%s","systemd":"%s","cgroup2":"%s","runs":%s,"warmup":%s,"reps":%s,"push_bytes":"%s","connects":%s}' \
   "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(nproc)" "$(jstr "$cpu")" "$(uname -r)" "$go_v" "$(node --version)" \
-  "${codex_v:-?}" "${srt_v:-?}" "${bwrap_v:-?}" "${systemd_v:-?}" "$RUNS" "$WARMUP" "$REPS" "$PUSH_BYTES" "$CONNECTS")"
+  "${codex_v:-?}" "${srt_v:-?}" "${bwrap_v:-?}" "${systemd_v:-?}" "${cg2_opts:-none}" "$RUNS" "$WARMUP" "$REPS" "$PUSH_BYTES" "$CONNECTS")"
 
 # -------------------------------------------------------- startup, host --
 if [[ " $SECTIONS " == *" startup "* ]]; then

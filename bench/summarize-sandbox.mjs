@@ -20,7 +20,7 @@ p('# sodactl sandbox benchmark');
 p();
 p(`${meta.date || ''} · ${meta.host_cores ?? '?'} cores (${meta.cpu || '?'}) · Linux ${meta.kernel || '?'} · ${meta.go || ''} · ` +
   `node ${meta.node || ''} · codex ${meta.codex || '?'} · srt ${meta.srt || '?'} · bwrap ${meta.bwrap || '?'} · ` +
-  `systemd ${meta.systemd || '?'} (box)`);
+  `systemd ${meta.systemd || '?'} (box) · cgroup2 mounted ${meta.cgroup2 || '?'}`);
 p();
 p('Ratios from the same run are what to compare; absolute numbers move between runs on a shared 2-core machine.');
 
