@@ -204,7 +204,11 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	defer closeAudit()
-	engine := &sandbox.Linux{Log: log, Audit: audit}
+	initPath, err := sandbox.FindInit()
+	if err != nil {
+		return exitSandbox, err
+	}
+	engine := &sandbox.Linux{InitPath: initPath, Log: log, Audit: audit}
 	defer engine.Close()
 
 	ctx, stop := context.WithCancel(context.Background())

@@ -50,7 +50,7 @@ done`, egress.DefaultProxyPort, port)
 	defer outR.Close()
 	var mu sync.Mutex
 	var recs []Record
-	eng := &Linux{Audit: func(r Record) { mu.Lock(); recs = append(recs, r); mu.Unlock() }}
+	eng := &Linux{InitPath: testInitPath, Audit: func(r Record) { mu.Lock(); recs = append(recs, r); mu.Unlock() }}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sb, err := eng.Start(ctx, Spec{Argv: []string{"/bin/bash", "-c", script}, Home: t.TempDir(),

@@ -29,7 +29,7 @@ func liveSandbox(t *testing.T, strict bool, tweak func(*Spec)) (*Sandbox, string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	engine := &Linux{}
+	engine := &Linux{InitPath: testInitPath}
 	t.Cleanup(func() { engine.Close() })
 	sb, err := engine.Start(ctx, spec)
 	if err != nil {
@@ -248,7 +248,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	engine := &Linux{}
+	engine := &Linux{InitPath: testInitPath}
 	b.Cleanup(func() { engine.Close() })
 	sb, err := engine.Start(ctx, Spec{Persistent: true, Home: b.TempDir(), AllowDegraded: []Layer{LayerCgroup}})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // Engine starts sandboxes. Linux is the only implementation; the interface
@@ -33,6 +34,11 @@ type Engine interface {
 // Linux is the Linux sandbox engine: namespaces, a private root, Landlock,
 // seccomp, a cgroup, and egress through a host-side proxy.
 type Linux struct {
+	// InitPath is the sandbox's init binary, soda-sandbox-init
+	// (cmd/soda-sandbox-init), executed as each sandbox's PID 1 and as
+	// its idmap namespace holders; FindInit finds the installed one.
+	// Required.
+	InitPath string
 	// Log receives the engine's log lines.
 	Log *slog.Logger
 	// Audit receives every audit record (nil: log only).
@@ -147,6 +153,9 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := checkInitPath(e.InitPath); err != nil {
+		return nil, err
+	}
 	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
@@ -168,8 +177,8 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 
 	root := os.Geteuid() == 0
-	cfg := initConfig{
-		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
+	cfg := wire.Config{
+		Version: wire.Version, ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
 		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
@@ -206,7 +215,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		// The home needs no chown: init copies it into the sandbox's
 		// own tmpfs, owned by cfg.UID (mountHome).
 		cfg.UID, cfg.GID = sb.uid.uid, sb.uid.uid
-		if err := sb.idmapGrants(&cfg, owners); err != nil {
+		if err := sb.idmapGrants(e.InitPath, &cfg, owners); err != nil {
 			return nil, err
 		}
 	} else {
@@ -253,7 +262,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 	defer egressChild.Close()
 
-	cmd := initCommand(&spec, &cfg)
+	cmd := initCommand(e.InitPath, &spec, &cfg)
 	if sb.group != nil {
 		if err := sb.group.Prepare(cmd); err != nil {
 			return nil, &LayerError{Layer: LayerCgroup, Err: err}
@@ -276,7 +285,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		fds[i] = strconv.Itoa(3 + len(cmd.ExtraFiles) + i)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
-	cmd.Env = append(cmd.Env, fdsEnv+"="+strings.Join(fds, ","))
+	cmd.Env = append(cmd.Env, wire.FDsEnv+"="+strings.Join(fds, ","))
 
 	if err := cmd.Start(); err != nil {
 		return nil, namespaceError(err, cfg.UserNS)
@@ -290,7 +299,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		files[len(files)-1].Close() // init holds it now
 	}
 	// Init builds the sandbox while we place it in its cgroup; it forks
-	// the command only after placedByte.
+	// the command only after wire.PlacedByte.
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		return nil, fmt.Errorf("send sandbox configuration: %w", err)
 	}
@@ -304,7 +313,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		sb.startProxy(ctx, e.Resolver, e.hostAddrs(sb.log.With("part", "egress")))
 	}
 
-	if _, err := cfgW.Write([]byte{placedByte}); err != nil {
+	if _, err := cfgW.Write([]byte{wire.PlacedByte}); err != nil {
 		return nil, fmt.Errorf("release sandbox init: %w", err)
 	}
 	cfgW.Close()
@@ -380,12 +389,12 @@ func checkGrants(spec *Spec) (ids map[string][2]uint64, owners map[string][2]uin
 	return ids, owners, nil
 }
 
-// initCommand is the sandbox's init: this binary, re-executed in new
-// namespaces (with a user namespace mapping only the caller's ids when
+// initCommand is the sandbox's init: the init binary initPath, executed in
+// new namespaces (with a user namespace mapping only the caller's ids when
 // not root).
-func initCommand(spec *Spec, cfg *initConfig) *exec.Cmd {
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initArg0}}
-	cmd.Env = []string{markerEnv + "=init"}
+func initCommand(initPath string, spec *Spec, cfg *wire.Config) *exec.Cmd {
+	cmd := &exec.Cmd{Path: initPath, Args: []string{wire.InitArg0}}
+	cmd.Env = []string{wire.RoleEnv + "=" + wire.RoleInit}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
@@ -430,7 +439,7 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 		sc := bufio.NewScanner(statR)
 		sc.Buffer(make([]byte, 64<<10), 64<<10)
 		for sc.Scan() {
-			var m statusMsg
+			var m wire.Status
 			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 				done <- fmt.Errorf("sandbox init: bad status line %q", truncate(sc.Text(), 200))
 				return
@@ -597,7 +606,7 @@ func (e *Linux) scopePlacer(ctx context.Context, root bool, limits child.Limits)
 		if err != nil {
 			return scopeResult{err: err}
 		}
-		// Init is its own gate: it forks nothing before placedByte.
+		// Init is its own gate: it forks nothing before wire.PlacedByte.
 		p.WithoutGate()
 		if stopped, err := p.SweepLeftovers(ctx); err != nil {
 			log.Warn("stop sandbox scopes left by killed owners", "stopped", stopped, "err", err)
@@ -624,7 +633,7 @@ func systemdRunning() bool {
 // idmapGrants prepares idmapped mounts (root only): each granted path not
 // owned by the sandbox uid is mapped so that the sandbox uid acts as its
 // owner inside.
-func (sb *Sandbox) idmapGrants(cfg *initConfig, owners map[string][2]uint32) error {
+func (sb *Sandbox) idmapGrants(initPath string, cfg *wire.Config, owners map[string][2]uint32) error {
 	if sb.spec.Knobs.unavailable(LayerIDMap) {
 		if slices.Contains(sb.spec.AllowDegraded, LayerIDMap) {
 			sb.record(Record{Event: "layer", Layer: LayerIDMap, State: "degraded", Detail: "unavailable (test knob)"})
@@ -644,7 +653,7 @@ func (sb *Sandbox) idmapGrants(cfg *initConfig, owners map[string][2]uint32) err
 		}
 		idx, ok := byOwner[key]
 		if !ok {
-			ns, err := newIDMapNS(cfg.UID, cfg.GID, key[0], key[1])
+			ns, err := newIDMapNS(initPath, cfg.UID, cfg.GID, key[0], key[1])
 			if err != nil {
 				return &LayerError{Layer: LayerIDMap, Err: err}
 			}

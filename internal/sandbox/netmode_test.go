@@ -48,7 +48,7 @@ func startProbe(t *testing.T, noNetwork bool, check func(*Sandbox)) string {
 	inR, inW, _ := os.Pipe() // the probe waits for stdin to close: check sees it alive
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	engine := &Linux{}
+	engine := &Linux{InitPath: testInitPath}
 	t.Cleanup(func() { engine.Close() })
 	sb, err := engine.Start(ctx, Spec{Argv: []string{"/bin/bash", "-c", netProbe + "\ncat >/dev/null"}, Home: t.TempDir(),
 		NoNetwork: noNetwork, Stdin: inR, Stdout: outW, Stderr: os.Stderr, AllowDegraded: []Layer{LayerCgroup}})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,14 +12,26 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/internal/sandboxinit"
 )
 
-// TestMain lets the test binary play the sandbox's init and stage, as
-// sodactl does: the engine re-executes /proc/self/exe.
+// testInitPath is the sandbox init of the package's tests: the test binary
+// itself, which plays soda-sandbox-init (TestMain).
+var testInitPath string
+
+// TestMain lets the test binary play the sandbox's init (Linux.InitPath),
+// as cmd/soda-sandbox-init does.
 func TestMain(m *testing.M) {
-	if IsInit() {
-		Main()
+	if sandboxinit.IsInit() {
+		sandboxinit.Main()
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test binary:", err)
+		os.Exit(1)
+	}
+	testInitPath = exe
 	os.Exit(m.Run())
 }
 
@@ -162,7 +175,7 @@ func runSandbox(t *testing.T, tweak func(*Spec), argv ...string) (ExitStatus, st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	engine := &Linux{}
+	engine := &Linux{InitPath: testInitPath}
 	t.Cleanup(func() { engine.Close() })
 	sb, err := engine.Start(ctx, spec)
 	var st ExitStatus
@@ -255,7 +268,7 @@ func TestDegradedIsExplicit(t *testing.T) {
 			spec := Spec{Argv: []string{"/bin/sh", "-c", "grep ^Seccomp: /proc/self/status"}, Home: t.TempDir(), Stdout: outW,
 				AllowDegraded: []Layer{LayerCgroup, l}, Knobs: Knobs{Unavailable: []Layer{l}}}
 			ctx := context.Background()
-			sb, err := (&Linux{Audit: func(r Record) { recs = append(recs, r) }}).Start(ctx, spec)
+			sb, err := (&Linux{InitPath: testInitPath, Audit: func(r Record) { recs = append(recs, r) }}).Start(ctx, spec)
 			if err != nil {
 				t.Fatal(err)
 			}

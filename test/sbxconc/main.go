@@ -30,11 +30,13 @@ func main() {
 	if child.IsGate() {
 		child.RunGate()
 	}
-	if sandbox.IsInit() {
-		sandbox.Main()
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	engine := &sandbox.Linux{Log: log}
+	initPath, err := sandbox.FindInit()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbxconc:", err)
+		os.Exit(1)
+	}
+	engine := &sandbox.Linux{InitPath: initPath, Log: log}
 	defer engine.Close()
 	if len(os.Args) == 2 && os.Args[1] == "short-long" {
 		os.Exit(shortLong(engine))

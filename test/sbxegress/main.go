@@ -33,9 +33,6 @@ func main() {
 	if child.IsGate() {
 		child.RunGate()
 	}
-	if sandbox.IsInit() {
-		sandbox.Main()
-	}
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: sbxegress PORT")
 		os.Exit(2)
@@ -57,7 +54,11 @@ func run(port uint16) error {
 	var mu sync.Mutex
 	var recs []sandbox.Record
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	engine := &sandbox.Linux{Log: log, Audit: func(r sandbox.Record) { mu.Lock(); recs = append(recs, r); mu.Unlock() }}
+	initPath, err := sandbox.FindInit()
+	if err != nil {
+		return err
+	}
+	engine := &sandbox.Linux{InitPath: initPath, Log: log, Audit: func(r sandbox.Record) { mu.Lock(); recs = append(recs, r); mu.Unlock() }}
 	defer engine.Close()
 
 	home, err := os.MkdirTemp("", "sbxegress-home-")

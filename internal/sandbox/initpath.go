@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
+)
+
+// DefaultInitPath is where the soda package installs the sandbox's init,
+// soda-sandbox-init (cmd/soda-sandbox-init).
+const DefaultInitPath = "/usr/libexec/soda/" + wire.InitArg0
+
+// FindInit returns the init binary for Linux.InitPath: soda-sandbox-init
+// next to the running executable (symlinks resolved: a build tree's bin/),
+// else DefaultInitPath. One that exists but cannot serve (checkInitPath)
+// is an error, not skipped.
+func FindInit() (string, error) {
+	var tried []string
+	if exe, err := os.Executable(); err == nil {
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = r
+		}
+		p := filepath.Join(filepath.Dir(exe), wire.InitArg0)
+		if _, err := os.Lstat(p); err == nil {
+			return p, checkInitPath(p)
+		}
+		tried = append(tried, p)
+	}
+	if _, err := os.Lstat(DefaultInitPath); err == nil {
+		return DefaultInitPath, checkInitPath(DefaultInitPath)
+	}
+	tried = append(tried, DefaultInitPath)
+	return "", fmt.Errorf("sandbox init %s not found (looked for %v): install the soda package, or build it next to this program (make, or go build -o DIR/ ./cmd/soda-sandbox-init)", wire.InitArg0, tried)
+}
+
+// checkInitPath checks Linux.InitPath: an absolute path to a regular file
+// the caller may execute, which nobody but its owner and group can
+// replace (it runs as each sandbox's PID 1 with the caller's privileges
+// until it has confined itself).
+func checkInitPath(p string) error {
+	if p == "" {
+		return errors.New("sandbox: Linux.InitPath is empty: set it to the soda-sandbox-init binary (sandbox.FindInit finds the installed one)")
+	}
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("sandbox: Linux.InitPath %q is not an absolute path", p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("sandbox: Linux.InitPath: %w", err)
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("sandbox: Linux.InitPath %s is not a regular file", p)
+	case fi.Mode().Perm()&0o002 != 0:
+		return fmt.Errorf("sandbox: Linux.InitPath %s is writable by everyone (mode %v): refusing to run it as the sandbox's init", p, fi.Mode().Perm())
+	}
+	if err := unix.Access(p, unix.X_OK); err != nil {
+		return fmt.Errorf("sandbox: Linux.InitPath %s is not executable: %w", p, err)
+	}
+	return nil
+}
