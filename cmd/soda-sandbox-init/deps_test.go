@@ -52,3 +52,23 @@ func TestLinksOnlyWhatInitUses(t *testing.T) {
 	}
 	t.Logf("non-standard dependencies of soda-sandbox-init:\n%s", strings.Join(nonStd, "\n"))
 }
+
+// TestSodactlDoesNotLinkInit: sodactl starts sandboxes through
+// soda-sandbox-init and no longer carries the init side itself.
+func TestSodactlDoesNotLinkInit(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIP: no go tool in PATH to list the dependencies with")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "../sodactl").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, hostSide) {
+		t.Fatalf("control: sodactl does not link %s:\n%s", hostSide, out)
+	}
+	if slices.Contains(deps, "github.com/soda-project/soda/internal/sandboxinit") {
+		t.Error("sodactl links internal/sandboxinit")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -20,22 +21,31 @@ const DefaultInitPath = "/usr/libexec/soda/" + wire.InitArg0
 // else DefaultInitPath. One that exists but cannot serve (checkInitPath)
 // is an error, not skipped.
 func FindInit() (string, error) {
-	var tried []string
-	if exe, err := os.Executable(); err == nil {
+	exe, err := os.Executable()
+	if err == nil {
 		if r, err := filepath.EvalSymlinks(exe); err == nil {
 			exe = r
 		}
+	}
+	return findInit(exe, DefaultInitPath)
+}
+
+// findInit is FindInit for the executable exe ("": unknown) and the
+// installed init fallback.
+func findInit(exe, fallback string) (string, error) {
+	var tried []string
+	if exe != "" {
 		p := filepath.Join(filepath.Dir(exe), wire.InitArg0)
 		if _, err := os.Lstat(p); err == nil {
 			return p, checkInitPath(p)
 		}
 		tried = append(tried, p)
 	}
-	if _, err := os.Lstat(DefaultInitPath); err == nil {
-		return DefaultInitPath, checkInitPath(DefaultInitPath)
+	if _, err := os.Lstat(fallback); err == nil {
+		return fallback, checkInitPath(fallback)
 	}
-	tried = append(tried, DefaultInitPath)
-	return "", fmt.Errorf("sandbox init %s not found (looked for %v): install the soda package, or build it next to this program (make, or go build -o DIR/ ./cmd/soda-sandbox-init)", wire.InitArg0, tried)
+	tried = append(tried, fallback)
+	return "", fmt.Errorf("sandbox init %s not found (looked for %s): install the soda package, or build it next to this program (make, or go build -o DIR/ ./cmd/soda-sandbox-init)", wire.InitArg0, strings.Join(tried, " and "))
 }
 
 // checkInitPath checks Linux.InitPath: an absolute path to a regular file
