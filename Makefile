@@ -11,7 +11,7 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/soda-project/soda/internal/version.Version=$(VERSION)
-BINS    := soda-mcpd sodactl
+BINS    := soda-mcpd sodactl soda-sandbox-init
 MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
@@ -21,8 +21,9 @@ all: build
 
 build: $(addprefix bin/,$(BINS)) bin/mcpecho
 
-# Static binaries (no cgo): sodactl re-executes itself as each sandbox's
-# init, so every millisecond of dynamic loading counts; nothing needs libc.
+# Static binaries (no cgo): soda-sandbox-init is executed as each sandbox's
+# PID 1, so every millisecond of dynamic loading counts; nothing needs libc.
+# sodactl finds bin/soda-sandbox-init next to itself (sandbox.FindInit).
 bin/%: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
 

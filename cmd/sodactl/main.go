@@ -6,17 +6,14 @@ import (
 	"os"
 
 	"github.com/soda-project/soda/internal/child"
-	"github.com/soda-project/soda/internal/sandbox"
 )
 
 func main() {
-	// sodactl re-executes itself as a sandbox's init and stage, and as the
-	// gate that holds a process until it sits in its systemd scope.
+	// sodactl re-executes itself as the gate that holds a process until
+	// it sits in its systemd scope; a sandbox's init is its own binary,
+	// soda-sandbox-init (sandbox.FindInit).
 	if child.IsGate() {
 		child.RunGate()
-	}
-	if sandbox.IsInit() {
-		sandbox.Main()
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -206,6 +206,9 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	defer closeAudit()
 	ecfg := sandbox.Detect()
 	ecfg.Log, ecfg.Audit = log, audit
+	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
+		return exitSandbox, err
+	}
 	engine, err := sandbox.New(ecfg)
 	if err != nil {
 		return exitSandbox, err

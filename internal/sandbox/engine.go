@@ -102,6 +102,9 @@ func New(cfg Config) (*Linux, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if err := checkInitPath(cfg.InitPath); err != nil {
+		return nil, err
+	}
 	switch cfg.Cgroups {
 	case CgroupSystemd, CgroupDirect:
 	case "":

@@ -27,6 +27,7 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.InitPath = testInitPath
 			e, err := New(tc.cfg)
 			if tc.want == "" {
 				if err != nil {

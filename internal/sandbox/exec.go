@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // A live sandbox (Spec.Persistent) runs commands on request:
@@ -21,35 +23,12 @@ import (
 //	host ──signal {id, sig} (timeout, cancelled ctx) ───────────────────────▶ init
 //	host ◀──────────────── {id, exited, code, signal} ─────────────────────── init
 //
-// on a SOCK_SEQPACKET socket pair, one JSON message per packet. Init,
-// already confined, forks each command in a session (and process group)
-// of its own, which inherits every layer; it reaps them and reports their
-// status. When the host closes its end, init exits, and with it, PID 1 of
-// the sandbox's PID namespace, every process left in it.
-
-// execRequest is one message from the host to init.
-type execRequest struct {
-	Op     string   `json:"op"` // "exec" (with 3 descriptors) or "signal"
-	ID     uint64   `json:"id"`
-	Argv   []string `json:"argv,omitempty"`
-	Env    []string `json:"env,omitempty"`
-	Dir    string   `json:"dir,omitempty"`
-	Signal int      `json:"sig,omitempty"`
-}
-
-// execReply is one message from init to the host.
-type execReply struct {
-	ID      uint64 `json:"id"`
-	Pid     int    `json:"pid,omitempty"`      // started, as this pid in the sandbox
-	Error   string `json:"error,omitempty"`    // not started
-	ErrCode int    `json:"code_err,omitempty"` // with Error: 126, 127 as a shell
-	Exited  bool   `json:"exited,omitempty"`   // ended, with:
-	Code    int    `json:"code,omitempty"`     // exit code, 128+N when killed by N
-	Signal  int    `json:"sig,omitempty"`      // the signal that killed it
-}
-
-// execMaxMsg bounds one message (argv and environment).
-const execMaxMsg = 1 << 20
+// on a SOCK_SEQPACKET socket pair, one JSON message per packet
+// (wire.ExecRequest, wire.ExecReply). Init, already confined, forks each
+// command in a session (and process group) of its own, which inherits
+// every layer; it reaps them and reports their status. When the host
+// closes its end, init exits, and with it, PID 1 of the sandbox's PID
+// namespace, every process left in it.
 
 // execChannel is the host's end of a live sandbox's exec socket.
 type execChannel struct {
@@ -57,7 +36,7 @@ type execChannel struct {
 
 	mu      sync.Mutex
 	next    uint64
-	waiters map[uint64]chan execReply
+	waiters map[uint64]chan wire.ExecReply
 	ended   bool // init's end is gone: no more commands
 }
 
@@ -96,7 +75,7 @@ func (sb *Sandbox) openExec() (*os.File, error) {
 		return nil, fmt.Errorf("exec socket: %w", err)
 	}
 	sb.execCh.conn = fc.(*net.UnixConn)
-	sb.execCh.waiters = map[uint64]chan execReply{}
+	sb.execCh.waiters = map[uint64]chan wire.ExecReply{}
 	return os.NewFile(uintptr(pair[1]), "exec-init"), nil
 }
 
@@ -110,7 +89,7 @@ func (sb *Sandbox) readExecReplies() {
 		if err != nil || n == 0 {
 			break
 		}
-		var r execReply
+		var r wire.ExecReply
 		if err := json.Unmarshal(buf[:n], &r); err != nil {
 			sb.log.Warn("sandbox init: bad exec reply", "err", err)
 			continue
@@ -169,7 +148,7 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 		stdio[i] = null
 	}
 
-	ch := make(chan execReply, 2)
+	ch := make(chan wire.ExecReply, 2)
 	c.mu.Lock()
 	if c.ended {
 		c.mu.Unlock()
@@ -185,12 +164,12 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 		c.mu.Unlock()
 	}()
 
-	msg, err := json.Marshal(execRequest{Op: "exec", ID: id, Argv: es.Argv, Env: kept, Dir: es.Dir})
+	msg, err := json.Marshal(wire.ExecRequest{Op: "exec", ID: id, Argv: es.Argv, Env: kept, Dir: es.Dir})
 	if err != nil {
 		return ExitStatus{}, fmt.Errorf("sandbox exec: %w", err)
 	}
-	if len(msg) > execMaxMsg {
-		return ExitStatus{}, fmt.Errorf("sandbox exec: request of %d bytes exceeds %d", len(msg), execMaxMsg)
+	if len(msg) > wire.ExecMaxMsg {
+		return ExitStatus{}, fmt.Errorf("sandbox exec: request of %d bytes exceeds %d", len(msg), wire.ExecMaxMsg)
 	}
 	rights := unix.UnixRights(int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd()))
 	if _, _, err := c.conn.WriteMsgUnix(msg, rights, nil); err != nil {
@@ -206,7 +185,7 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 	var st ExitStatus
 	done := ctx.Done()
 	kill := func() {
-		req, _ := json.Marshal(execRequest{Op: "signal", ID: id, Signal: int(syscall.SIGKILL)})
+		req, _ := json.Marshal(wire.ExecRequest{Op: "signal", ID: id, Signal: int(syscall.SIGKILL)})
 		_, _, _ = c.conn.WriteMsgUnix(req, nil, nil)
 	}
 	for {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // startTimeout bounds the time from clone to the command's exec.
@@ -104,8 +105,8 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 
 	root := e.cfg.Privileged
-	cfg := initConfig{
-		ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
+	cfg := wire.Config{
+		Version: wire.Version, ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
 		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
@@ -142,7 +143,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		// The home needs no chown: init copies it into the sandbox's
 		// own tmpfs, owned by cfg.UID (mountHome).
 		cfg.UID, cfg.GID = sb.uid.uid, sb.uid.uid
-		if err := sb.idmapGrants(&cfg, owners); err != nil {
+		if err := sb.idmapGrants(e.cfg.InitPath, &cfg, owners); err != nil {
 			return nil, err
 		}
 	} else {
@@ -196,7 +197,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 	defer egressChild.Close()
 
-	cmd := initCommand(&spec, &cfg)
+	cmd := initCommand(e.cfg.InitPath, &spec, &cfg)
 	if sb.group != nil {
 		if err := sb.group.Prepare(cmd); err != nil {
 			return nil, &LayerError{Layer: LayerCgroup, Err: err}
@@ -219,7 +220,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		fds[i] = strconv.Itoa(3 + len(cmd.ExtraFiles) + i)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
-	cmd.Env = append(cmd.Env, fdsEnv+"="+strings.Join(fds, ","))
+	cmd.Env = append(cmd.Env, wire.FDsEnv+"="+strings.Join(fds, ","))
 
 	if err := cmd.Start(); err != nil {
 		return nil, namespaceError(err, cfg.UserNS)
@@ -233,7 +234,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		files[len(files)-1].Close() // init holds it now
 	}
 	// Init builds the sandbox while we place it in its cgroup; it forks
-	// the command only after placedByte.
+	// the command only after wire.PlacedByte.
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		return nil, fmt.Errorf("send sandbox configuration: %w", err)
 	}
@@ -247,7 +248,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		sb.startProxy(ctx, e.cfg.Resolver, e.hostAddrs(sb.log.With("part", "egress")))
 	}
 
-	if _, err := cfgW.Write([]byte{placedByte}); err != nil {
+	if _, err := cfgW.Write([]byte{wire.PlacedByte}); err != nil {
 		return nil, fmt.Errorf("release sandbox init: %w", err)
 	}
 	cfgW.Close()
@@ -323,12 +324,12 @@ func checkGrants(spec *Spec) (ids map[string][2]uint64, owners map[string][2]uin
 	return ids, owners, nil
 }
 
-// initCommand is the sandbox's init: this binary, re-executed in new
-// namespaces (with a user namespace mapping only the caller's ids when
+// initCommand is the sandbox's init: the init binary initPath, executed in
+// new namespaces (with a user namespace mapping only the caller's ids when
 // not root).
-func initCommand(spec *Spec, cfg *initConfig) *exec.Cmd {
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initArg0}}
-	cmd.Env = []string{markerEnv + "=init"}
+func initCommand(initPath string, spec *Spec, cfg *wire.Config) *exec.Cmd {
+	cmd := &exec.Cmd{Path: initPath, Args: []string{wire.InitArg0}}
+	cmd.Env = []string{wire.RoleEnv + "=" + wire.RoleInit}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
@@ -373,7 +374,7 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 		sc := bufio.NewScanner(statR)
 		sc.Buffer(make([]byte, 64<<10), 64<<10)
 		for sc.Scan() {
-			var m statusMsg
+			var m wire.Status
 			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 				done <- fmt.Errorf("sandbox init: bad status line %q", truncate(sc.Text(), 200))
 				return
@@ -514,7 +515,7 @@ func (sb *Sandbox) childLimits() child.Limits {
 // idmapGrants prepares idmapped mounts (root only): each granted path not
 // owned by the sandbox uid is mapped so that the sandbox uid acts as its
 // owner inside.
-func (sb *Sandbox) idmapGrants(cfg *initConfig, owners map[string][2]uint32) error {
+func (sb *Sandbox) idmapGrants(initPath string, cfg *wire.Config, owners map[string][2]uint32) error {
 	if sb.spec.Knobs.unavailable(LayerIDMap) {
 		if slices.Contains(sb.spec.AllowDegraded, LayerIDMap) {
 			sb.record(Record{Event: "layer", Layer: LayerIDMap, State: "degraded", Detail: "unavailable (test knob)"})
@@ -534,7 +535,7 @@ func (sb *Sandbox) idmapGrants(cfg *initConfig, owners map[string][2]uint32) err
 		}
 		idx, ok := byOwner[key]
 		if !ok {
-			ns, err := newIDMapNS(cfg.UID, cfg.GID, key[0], key[1])
+			ns, err := newIDMapNS(initPath, cfg.UID, cfg.GID, key[0], key[1])
 			if err != nil {
 				return &LayerError{Layer: LayerIDMap, Err: err}
 			}

@@ -3,17 +3,15 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
-
-	"github.com/soda-project/soda/internal/egress"
 )
 
 // Closed network (Spec.NoNetwork): the sandbox's network namespace has only
 // loopback up and nothing listening on it. Init starts no relay and no DNS
-// sink, and the host starts no proxy: there is no control socket to serve
-// (init's egress descriptor is /dev/null, which it closes at once).
+// sink (internal/sandboxinit), and the host starts no proxy: there is no
+// control socket to serve (init's egress descriptor is /dev/null, which it
+// closes at once).
 
 // egressSocket makes the egress control socket (see controlSocket), or,
 // with closed, only the placeholder init's descriptor list expects.
@@ -34,33 +32,6 @@ func checkNoNetwork(s *Spec) error {
 		return errors.New("sandbox: no network, yet egress is granted (--allow or MCP servers)")
 	}
 	return nil
-}
-
-// setupNetwork is init's side: with a network, it listens on the relay
-// ports (and the DNS sink) and opens the control socket at fd; closed, it
-// closes fd and listens on nothing. The relay it returns serves no
-// listener when closed (Serve returns at once).
-func setupNetwork(cfg *initConfig, fd int) (relay *egress.Relay, lns []net.Listener, dns net.PacketConn, detail string, err error) {
-	ctlFile := os.NewFile(uintptr(fd), "egress")
-	if cfg.NoNetwork {
-		ctlFile.Close()
-		return &egress.Relay{}, nil, nil, "loopback only; no network: no relay, no DNS, nothing listening", nil
-	}
-	defer ctlFile.Close()
-	if lns, err = egress.Listen(cfg.RelayPorts); err != nil {
-		return nil, nil, nil, "", fmt.Errorf("relay: %w", err)
-	}
-	if cfg.DNS {
-		if dns, err = egress.ListenDNS(); err != nil {
-			return nil, nil, nil, "", fmt.Errorf("dns sink: %w", err)
-		}
-	}
-	ctlConn, err := net.FileConn(ctlFile)
-	if err != nil {
-		return nil, nil, nil, "", fmt.Errorf("egress control socket: %w", err)
-	}
-	relay = &egress.Relay{Control: ctlConn.(*net.UnixConn), Log: slog.New(slog.DiscardHandler)}
-	return relay, lns, dns, fmt.Sprintf("loopback only; relay on 127.0.0.1 ports %v", cfg.RelayPorts), nil
 }
 
 // netEnv is the environment that points programs at the proxy; none when

@@ -1,9 +1,7 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,394 +9,14 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/sandbox/protect"
 )
 
-// Planted files must never run on the host. A read-write grant lets the
-// agent write files that the user's own programs run later, outside the
-// sandbox: a git hook runs at the user's next checkout, a git
-// configuration can name a program (core.hooksPath, core.fsmonitor,
-// core.sshCommand, a filter), a shell start-up file runs at the next
-// login. Init makes those paths read-only in the sandbox's mount
-// namespace before it confines itself:
-//
-//   - each protected path that exists is bound onto itself read-only
-//     (open_tree and move_mount on a descriptor opened without following
-//     any symlink, so that what is bound is what was checked);
-//   - every directory between the grant and a protected path, the
-//     protected directory's own parents included, is bound onto itself
-//     (read-write: only its name is pinned). rename(2) and rmdir(2) refuse
-//     to move or remove a mount point (EBUSY), so that the agent cannot
-//     move ".git" or "~/.config" aside and make a fresh, writable one at
-//     the same place;
-//   - a protected directory that is missing is made first (empty, owned
-//     by its parent's owner), so that it can be bound: an empty ~/.ssh or
-//     .git/hooks changes nothing for the host.
-//
-// The mount namespace decides, Landlock does not: Landlock rules only add
-// rights below a directory, they cannot take a subtree back out of a
-// read-write grant.
-
-// protectedGitDir are the paths of a git directory that decide what git
-// runs: hooks, and the configuration files git reads there.
-var protectedGitDir = []string{"hooks", "config", "config.worktree", "commondir"}
-
-// protectedGitDirs are the ones made when missing (directories).
-var protectedGitDirs = []string{"hooks"}
-
-// protectedHome are the paths of a home directory that the user's
-// programs run or obey without asking: shell start-up files (bash, sh,
-// zsh, fish), X and desktop sessions (autostart entries run at login),
-// systemd user units and the user manager's environment, ssh (keys that
-// let someone in, a config whose ProxyCommand runs), git's global
-// configuration, and the directories a stock ~/.profile puts first in
-// PATH. See docs/sandbox.md for the reasoning.
-var protectedHome = []string{
-	".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout",
-	".zshenv", ".zprofile", ".zshrc", ".zlogin", ".zlogout",
-	".config/fish",
-	".xprofile", ".xsession", ".xsessionrc", ".xinitrc", ".pam_environment",
-	".config/autostart",
-	".config/systemd/user", ".local/share/systemd/user", ".config/environment.d",
-	".ssh",
-	".gitconfig", ".config/git",
-	".local/bin", "bin",
-}
-
-// protectedHomeDirs are the ones made when missing (directories whose
-// presence, empty, changes nothing).
-var protectedHomeDirs = []string{".ssh", ".config/autostart", ".config/systemd/user", ".config/git"}
-
-// repoDepth is how deep below a read-write grant init looks for git
-// repositories (a repository's directory at depth 0 to repoDepth).
-const repoDepth = 3
-
-// repoSkip are directories that the search does not enter (big, and not
-// where repositories are kept).
-var repoSkip = []string{"node_modules", ".cache"}
-
-// protection is one mount init makes to protect a path.
-type protection struct {
-	path string
-	ro   bool // read-only bind; false: pinned (bound onto itself)
-}
-
-// protectGrants makes the protected paths of the read-write grants
-// read-only (see above) and returns what it protected and what it left
-// writable because the caller unprotected it. hostRoot is where the
-// host's root is (the old root, before it is detached): missing
-// directories are made there, on the real filesystem, not through an
-// idmapped grant.
-func protectGrants(cfg *initConfig, hostRoot string) (done, skipped []string, err error) {
-	var homes []string
-	if f, err := os.Open("/etc/passwd"); err == nil {
-		homes = passwdHomes(f)
-		f.Close()
-	}
-	plan, skipped := unprotect(protectPlan(cfg.ReadWrite, homes, hostRoot), cfg.Unprotect)
-	for _, p := range plan {
-		if err := bindSelf(p.path, p.ro); err != nil {
-			return nil, nil, fmt.Errorf("protect %s: %w", p.path, err)
-		}
-		if p.ro {
-			done = append(done, p.path)
-		}
-	}
-	return done, skipped, nil
-}
-
-// protectPlan lists the mounts that protect the repositories of the
-// read-write grants rw and the homes they hold, parents before children.
-// A protected path that is a symbolic link is pinned (a mount on it keeps
-// it from being removed or replaced) and its target protected when a
-// grant holds it (elsewhere the sandbox cannot write it).
-func protectPlan(rw, homes []string, hostRoot string) []protection {
-	type target struct{ grant, path string }
-	var targets []target
-	for _, g := range rw {
-		gitDirs, gitFiles := findGitDirs(g)
-		for _, f := range gitFiles {
-			targets = append(targets, target{g, f})
-		}
-		for _, gitDir := range gitDirs {
-			for _, d := range protectedGitDirs {
-				ensureDir(hostRoot, filepath.Join(gitDir, d), 0o755)
-			}
-			for _, name := range protectedGitDir {
-				targets = append(targets, target{g, filepath.Join(gitDir, name)})
-			}
-		}
-		for _, h := range homes {
-			if h != g && !strings.HasPrefix(h, g+"/") && !strings.HasPrefix(g, h+"/") {
-				continue
-			}
-			for _, rel := range protectedHome {
-				p := filepath.Join(h, rel)
-				if !strings.HasPrefix(p, g+"/") {
-					continue // outside the grant, or the grant itself (asked for)
-				}
-				if slices.Contains(protectedHomeDirs, rel) {
-					mode := os.FileMode(0o755)
-					if rel == ".ssh" {
-						mode = 0o700
-					}
-					ensureDir(hostRoot, p, mode)
-				}
-				targets = append(targets, target{g, p})
-			}
-		}
-	}
-	ro := map[string]bool{}
-	var order []string
-	add := func(p string, readOnly bool) {
-		if _, ok := ro[p]; !ok {
-			order = append(order, p)
-		}
-		ro[p] = ro[p] || readOnly
-	}
-	// Pin every directory from below the grant down to p's parent, then p.
-	protect := func(g, p string, readOnly bool) {
-		rel, _ := filepath.Rel(g, filepath.Dir(p))
-		if rel != "." {
-			dir := g
-			for _, c := range strings.Split(rel, "/") {
-				dir = filepath.Join(dir, c)
-				add(dir, false)
-			}
-		}
-		add(p, readOnly)
-	}
-	for _, t := range targets {
-		fi, err := os.Lstat(t.path)
-		if err != nil {
-			continue // missing: see docs/sandbox.md
-		}
-		if fi.Mode()&os.ModeSymlink == 0 {
-			protect(t.grant, t.path, true)
-			continue
-		}
-		protect(t.grant, t.path, false)
-		if r, err := filepath.EvalSymlinks(t.path); err == nil {
-			if i := slices.IndexFunc(rw, func(g string) bool { return r == g || strings.HasPrefix(r, g+"/") }); i >= 0 && r != rw[i] {
-				protect(rw[i], r, true)
-			}
-		}
-	}
-	plan := make([]protection, len(order))
-	for i, p := range order {
-		plan[i] = protection{p, ro[p]}
-	}
-	// Parents first: a bind onto a parent would cover the child's.
-	slices.SortStableFunc(plan, func(a, b protection) int {
-		return strings.Count(a.path, "/") - strings.Count(b.path, "/")
-	})
-	return plan
-}
-
-// findGitDirs returns the git directories of the repositories at depth 0
-// to repoDepth below g: each ".git" directory, and for a ".git" file
-// ("gitdir: PATH", a linked worktree or a submodule) the file itself
-// (redirecting it redirects everything) and, when they are inside g, the
-// directory it names and that directory's common directory. Symlinks are
-// not followed.
-func findGitDirs(g string) (dirs, files []string) {
-	var out []string
-	_ = filepath.WalkDir(g, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		depth := 0
-		if p != g {
-			depth = strings.Count(strings.TrimPrefix(p, g), "/")
-		}
-		if d.Name() == ".git" && p != g {
-			if d.IsDir() {
-				out = append(out, p)
-				out = append(out, submoduleGitDirs(p)...)
-				return fs.SkipDir
-			}
-			if d.Type().IsRegular() {
-				files = append(files, p)
-				if target := gitFileTarget(p); target != "" && strings.HasPrefix(target, g+"/") {
-					out = append(out, target)
-					if common := commonDir(target); common != "" && strings.HasPrefix(common, g+"/") {
-						out = append(out, common)
-					}
-				}
-			}
-			return nil
-		}
-		if d.IsDir() && (depth > repoDepth || slices.Contains(repoSkip, d.Name())) {
-			return fs.SkipDir
-		}
-		return nil
-	})
-	if filepath.Base(g) == ".git" {
-		out = append(out, g)
-	}
-	for _, p := range out {
-		if fi, err := os.Lstat(p); err == nil && fi.IsDir() && !slices.Contains(dirs, p) {
-			dirs = append(dirs, p)
-		}
-	}
-	return dirs, files
-}
-
-// submoduleGitDirs are the git directories of the submodules that
-// gitDir holds (modules/NAME, nested).
-func submoduleGitDirs(gitDir string) []string {
-	var out []string
-	_ = filepath.WalkDir(filepath.Join(gitDir, "modules"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if _, err := os.Lstat(filepath.Join(p, "HEAD")); err == nil {
-			out = append(out, p)
-			if fi, err := os.Lstat(filepath.Join(p, "modules")); err != nil || !fi.IsDir() {
-				return fs.SkipDir
-			}
-		}
-		switch d.Name() {
-		case "objects", "refs", "logs", "hooks", "info":
-			return fs.SkipDir
-		}
-		return nil
-	})
-	return out
-}
-
-// gitFileTarget is the directory a ".git" file names, or "".
-func gitFileTarget(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil || len(b) > 4096 {
-		return ""
-	}
-	t, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
-	if !ok {
-		return ""
-	}
-	t = strings.TrimSpace(t)
-	if !filepath.IsAbs(t) {
-		t = filepath.Join(filepath.Dir(p), t)
-	}
-	return filepath.Clean(t)
-}
-
-// commonDir is the directory a git directory's commondir file names, or "".
-func commonDir(gitDir string) string {
-	b, err := os.ReadFile(filepath.Join(gitDir, "commondir"))
-	if err != nil || len(b) > 4096 {
-		return ""
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return ""
-	}
-	if !filepath.IsAbs(t) {
-		t = filepath.Join(gitDir, t)
-	}
-	return filepath.Clean(t)
-}
-
-// passwdHomes are the home directories /etc/passwd names ("/" and
-// relative ones left out: "/" would make every grant a home).
-func passwdHomes(f *os.File) []string {
-	var homes []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Split(sc.Text(), ":")
-		if len(fields) < 7 {
-			continue
-		}
-		h := filepath.Clean(fields[5])
-		if h == "/" || !filepath.IsAbs(fields[5]) || slices.Contains(homes, h) {
-			continue
-		}
-		homes = append(homes, h)
-	}
-	return homes
-}
-
-// unprotect drops what the caller unprotected: a path equal to or below
-// one of paths. It returns the rest and the read-only protections left out.
-func unprotect(plan []protection, paths []string) (kept []protection, skipped []string) {
-	for _, p := range plan {
-		if slices.ContainsFunc(paths, func(u string) bool { return p.path == u || strings.HasPrefix(p.path, u+"/") }) {
-			if p.ro {
-				skipped = append(skipped, p.path)
-			}
-			continue
-		}
-		kept = append(kept, p)
-	}
-	return kept, skipped
-}
-
-// ensureDir makes the directory p (and its missing parents) on the real
-// filesystem at hostRoot+p, owned by the owner of the closest existing
-// parent, without following symlinks. Failures are left to the plan,
-// which skips what does not exist.
-func ensureDir(hostRoot, p string, mode os.FileMode) {
-	if _, err := os.Lstat(p); err == nil {
-		return
-	}
-	parent := filepath.Dir(p)
-	if _, err := os.Lstat(parent); err != nil {
-		ensureDir(hostRoot, parent, 0o755)
-	}
-	fd, err := unix.Openat2(unix.AT_FDCWD, hostRoot+parent, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return
-	}
-	name := filepath.Base(p)
-	if err := unix.Mkdirat(fd, name, uint32(mode.Perm())); err != nil {
-		return
-	}
-	_ = unix.Fchownat(fd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
-	_ = unix.Fchmodat(fd, name, uint32(mode.Perm()), 0)
-}
-
-// bindSelf binds path onto itself, read-only when ro, through a
-// descriptor opened without following any symlink: what is bound is the
-// path as it is (a symbolic link is bound as the link, which pins it).
-func bindSelf(path string, ro bool) error {
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return fmt.Errorf("open without following symlinks: %w", err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		ro = false // a link has no contents to write: the mount pins it
-	}
-	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
-	if err != nil {
-		return fmt.Errorf("open_tree: %w", err)
-	}
-	defer unix.Close(tree)
-	if ro {
-		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-			return fmt.Errorf("mount_setattr: %w", err)
-		}
-	}
-	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return fmt.Errorf("move_mount: %w", err)
-	}
-	return nil
-}
+// Planted files must never run on the host: init makes the protected paths
+// of the read-write grants read-only in the sandbox's mount namespace (see
+// internal/sandbox/protect for what is protected and how). What no mount
+// can protect is watched from here.
 
 // plantWatch is the host's note, taken before a sandbox starts, of what
 // no mount can protect: the protected home paths that do not exist yet
@@ -425,11 +43,11 @@ func newPlantWatch(rw, unprotect []string) *plantWatch {
 	w := &plantWatch{rw: rw, unprotect: unprotect, gitDirs: map[string]bool{}}
 	var homes []string
 	if f, err := os.Open("/etc/passwd"); err == nil {
-		homes = passwdHomes(f)
+		homes = protect.PasswdHomes(f)
 		f.Close()
 	}
 	for _, g := range rw {
-		dirs, _ := findGitDirs(g)
+		dirs, _ := protect.FindGitDirs(g)
 		for _, d := range dirs {
 			w.gitDirs[d] = true
 			// A configuration made during the run would be read: a
@@ -445,12 +63,12 @@ func newPlantWatch(rw, unprotect []string) *plantWatch {
 			}
 		}
 		for _, h := range homes {
-			for _, rel := range protectedHome {
+			for _, rel := range protect.HomePaths {
 				p := filepath.Join(h, rel)
 				if !strings.HasPrefix(p, g+"/") {
 					continue
 				}
-				if slices.Contains(protectedHomeDirs, rel) {
+				if slices.Contains(protect.HomeDirsMade, rel) {
 					continue // init makes them, empty, and protects them
 				}
 				if t, err := os.Readlink(p); err == nil && t == placeholderTarget {
@@ -476,7 +94,7 @@ func newPlantWatch(rw, unprotect []string) *plantWatch {
 func (w *plantWatch) placeholder(p string) bool {
 	parent := filepath.Dir(p)
 	if _, err := os.Lstat(parent); err != nil {
-		ensureDir("", parent, 0o755)
+		protect.EnsureDir("", parent, 0o755)
 	}
 	fd, err := unix.Openat2(unix.AT_FDCWD, parent, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
@@ -535,7 +153,7 @@ func (w *plantWatch) planted() []string {
 		}
 	}
 	for _, g := range w.rw {
-		dirs, _ := findGitDirs(g)
+		dirs, _ := protect.FindGitDirs(g)
 		for _, d := range dirs {
 			if w.gitDirs[d] {
 				continue

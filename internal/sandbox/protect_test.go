@@ -3,7 +3,6 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -23,78 +22,6 @@ func TestGitConfigRuns(t *testing.T) {
 	} {
 		if got := gitConfigRuns(tt.text); got != tt.want {
 			t.Errorf("gitConfigRuns(%q) = %v, want %v", tt.text, got, tt.want)
-		}
-	}
-}
-
-// TestProtectPlan: the repositories of a grant (depth 0 to repoDepth,
-// not in node_modules) and the home it holds give read-only binds of
-// what exists, every directory between the grant and them pinned first,
-// missing hooks and ~/.ssh made; --unprotect drops a path and its
-// children.
-func TestProtectPlan(t *testing.T) {
-	g := t.TempDir()
-	for _, d := range []string{"repo/.git/hooks", "a/b/deep/.git", "a/b/c/toodeep/.git", "node_modules/x/.git", "home/.config"} {
-		if err := os.MkdirAll(filepath.Join(g, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{"repo/.git/config", "home/.bashrc", "wt/.git"} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(g, f)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(g, f), []byte("gitdir: ../repo/.git\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	home := filepath.Join(g, "home")
-	// A dotfile manager's link: the link is pinned, its target protected.
-	if err := os.MkdirAll(filepath.Join(g, "dotfiles"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(g, "dotfiles/zshrc"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../dotfiles/zshrc", filepath.Join(home, ".zshrc")); err != nil {
-		t.Fatal(err)
-	}
-	plan := protectPlan([]string{g}, []string{home}, "")
-	var ro, pinned []string
-	for i, p := range plan {
-		rel := strings.TrimPrefix(p.path, g+"/")
-		if p.ro {
-			ro = append(ro, rel)
-		} else {
-			pinned = append(pinned, rel)
-		}
-		for _, q := range plan[:i] {
-			if strings.HasPrefix(q.path, p.path+"/") {
-				t.Errorf("%s is bound after its child %s", p.path, q.path)
-			}
-		}
-	}
-	slices.Sort(ro)
-	slices.Sort(pinned)
-	wantRO := []string{"a/b/deep/.git/hooks", "dotfiles/zshrc", "home/.bashrc", "home/.config/autostart", "home/.config/git", "home/.config/systemd/user", "home/.ssh", "repo/.git/config", "repo/.git/hooks", "wt/.git"}
-	wantPinned := []string{"a", "a/b", "a/b/deep", "a/b/deep/.git", "dotfiles", "home", "home/.config", "home/.config/systemd", "home/.zshrc", "repo", "repo/.git", "wt"}
-	if !slices.Equal(ro, wantRO) {
-		t.Errorf("read-only:\n got %v\nwant %v", ro, wantRO)
-	}
-	if !slices.Equal(pinned, wantPinned) {
-		t.Errorf("pinned:\n got %v\nwant %v", pinned, wantPinned)
-	}
-	kept, skipped := unprotect(plan, []string{filepath.Join(g, "repo/.git/hooks"), filepath.Join(g, "home")})
-	slices.Sort(skipped)
-	var wantSkipped []string
-	for _, p := range []string{"home/.bashrc", "home/.config/autostart", "home/.config/git", "home/.config/systemd/user", "home/.ssh", "repo/.git/hooks"} {
-		wantSkipped = append(wantSkipped, filepath.Join(g, p))
-	}
-	if !slices.Equal(skipped, wantSkipped) {
-		t.Errorf("unprotected: %v", skipped)
-	}
-	for _, p := range kept {
-		if strings.HasPrefix(p.path, filepath.Join(g, "home")) || p.path == filepath.Join(g, "repo/.git/hooks") {
-			t.Errorf("%s kept although unprotected", p.path)
 		}
 	}
 }

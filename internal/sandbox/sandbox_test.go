@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,14 +12,26 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/internal/sandboxinit"
 )
 
-// TestMain lets the test binary play the sandbox's init and stage, as
-// sodactl does: the engine re-executes /proc/self/exe.
+// testInitPath is the sandbox init of the package's tests: the test binary
+// itself, which plays soda-sandbox-init (TestMain).
+var testInitPath string
+
+// TestMain lets the test binary play the sandbox's init (Linux.InitPath),
+// as cmd/soda-sandbox-init does.
 func TestMain(m *testing.M) {
-	if IsInit() {
-		Main()
+	if sandboxinit.IsInit() {
+		sandboxinit.Main()
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test binary:", err)
+		os.Exit(1)
+	}
+	testInitPath = exe
 	os.Exit(m.Run())
 }
 
@@ -479,6 +492,7 @@ func TestHomeIsOwnTmpfs(t *testing.T) {
 func testEngine(t testing.TB, mod func(*Config)) *Linux {
 	t.Helper()
 	cfg := Detect()
+	cfg.InitPath = testInitPath
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -11,22 +13,23 @@ import (
 	"time"
 
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // Layer names one confinement layer. They appear in errors, in the log and
 // in the audit record, and are what --allow-degraded takes.
-type Layer string
+type Layer = wire.Layer
 
 // The layers, in the order they are applied.
 const (
-	LayerCgroup   Layer = "cgroup"   // memory/pids/cpu limits, kill-all at teardown
-	LayerUserNS   Layer = "userns"   // user namespace (unprivileged callers)
-	LayerNetNS    Layer = "netns"    // network namespace with loopback only
-	LayerMountNS  Layer = "mountns"  // private root: read-only system, hidden sockets
-	LayerPIDNS    Layer = "pidns"    // PID namespace with a fresh /proc
-	LayerIDMap    Layer = "idmap"    // idmapped mounts for granted paths (root only)
-	LayerLandlock Layer = "landlock" // filesystem access, signal and socket scopes
-	LayerSeccomp  Layer = "seccomp"  // syscall filter
+	LayerCgroup   = wire.LayerCgroup   // memory/pids/cpu limits, kill-all at teardown
+	LayerUserNS   = wire.LayerUserNS   // user namespace (unprivileged callers)
+	LayerNetNS    = wire.LayerNetNS    // network namespace with loopback only
+	LayerMountNS  = wire.LayerMountNS  // private root: read-only system, hidden sockets
+	LayerPIDNS    = wire.LayerPIDNS    // PID namespace with a fresh /proc
+	LayerIDMap    = wire.LayerIDMap    // idmapped mounts for granted paths (root only)
+	LayerLandlock = wire.LayerLandlock // filesystem access, signal and socket scopes
+	LayerSeccomp  = wire.LayerSeccomp  // syscall filter
 )
 
 // Degradable lists the layers --allow-degraded may waive. The namespaces
@@ -107,7 +110,7 @@ var DefaultLimits = Limits{
 // InodeBytes is how many bytes of a private tmpfs (home, /tmp) allow one
 // inode: 131,072 files in 1 GiB, plenty for caches and node_modules, and
 // bounded, unlike tmpfs's own default of half the host's memory pages.
-const InodeBytes = 8 << 10
+const InodeBytes = wire.InodeBytes
 
 // Spec describes a sandboxed process.
 type Spec struct {
@@ -184,7 +187,14 @@ type Knobs struct {
 func (k Knobs) unavailable(l Layer) bool { return slices.Contains(k.Unavailable, l) }
 
 // SandboxHome is where Spec.Home appears inside the sandbox.
-const SandboxHome = "/home/agent"
+const SandboxHome = wire.SandboxHome
+
+// newID makes a sandbox id (Spec.ID).
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "sbx-" + hex.EncodeToString(b[:])
+}
 
 // Normalize fills defaults and checks the spec. Paths are made absolute
 // and symlinks resolved, so that what is granted is what the user meant

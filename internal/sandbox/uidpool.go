@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // Dedicated uids for sandboxes started by root. Each running sandbox holds
@@ -99,14 +101,13 @@ type idmapNS struct {
 	stdin io.WriteCloser
 }
 
-const holdArg0 = "soda-sandbox-hold"
-
-// newIDMapNS starts a holder process in a new user namespace mapping
-// ownerUID/ownerGID inside to uid/gid outside and opens the namespace.
-func newIDMapNS(uid, gid int, ownerUID, ownerGID uint32) (*idmapNS, error) {
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{holdArg0}
-	cmd.Env = []string{markerEnv + "=hold"}
+// newIDMapNS starts a holder process (the init binary initPath in its
+// hold role) in a new user namespace mapping ownerUID/ownerGID inside to
+// uid/gid outside and opens the namespace.
+func newIDMapNS(initPath string, uid, gid int, ownerUID, ownerGID uint32) (*idmapNS, error) {
+	cmd := exec.Command(initPath)
+	cmd.Args = []string{wire.HoldArg0}
+	cmd.Env = []string{wire.RoleEnv + "=" + wire.RoleHold}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER,
 		// An idmapped mount shows an id stored on disk (the namespace's
@@ -139,10 +140,4 @@ func (n *idmapNS) close() {
 	n.stdin.Close()
 	_ = n.cmd.Process.Kill()
 	_ = n.cmd.Wait()
-}
-
-// runHold blocks until stdin is closed: it only keeps a namespace alive.
-func runHold() int {
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return 0
 }

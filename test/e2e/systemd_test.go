@@ -154,6 +154,7 @@ func TestSystemd(t *testing.T) {
 		{"g_stop_leaves_nothing", e.testStop},
 		{"i_verify_and_security", e.testVerify},
 		{"k_benchmark_activation_and_exit_idle", e.testBenchmark},
+		{"q_packaged_sodactl_runs_a_sandbox", e.testPackagedSandbox},
 		{"j_remove_package_leaves_nothing", e.testRemove},
 	}
 	for _, s := range steps {
@@ -858,6 +859,24 @@ func (e *env) testBenchmark(t *testing.T) {
 	if c := e.callTool(t, tok, portEcho, "echo", `{"text":"again"}`); !c.OK {
 		t.Errorf("the socket did not re-activate the service after the idle exit: %+v", c)
 	}
+}
+
+// testPackagedSandbox: the package installs the sandbox's init where
+// sodactl looks for it (/usr/libexec/soda, root's, not writable by others),
+// and the installed sodactl runs a command in a sandbox with it.
+func (e *env) testPackagedSandbox(t *testing.T) {
+	b := e.b
+	if got := strings.TrimSpace(must(t, b.run("stat", "-c", "%a %U:%G", "/usr/libexec/soda/soda-sandbox-init"))); got != "755 root:root" {
+		t.Errorf("/usr/libexec/soda/soda-sandbox-init is %s, want 755 root:root", got)
+	}
+	if r := b.run("/usr/libexec/soda/soda-sandbox-init"); r.code != 2 || !strings.Contains(r.stderr, "not for direct use") {
+		t.Errorf("soda-sandbox-init run by hand: exit %d, stderr %q; want 2 and \"not for direct use\"", r.code, r.stderr)
+	}
+	r := b.exec(runOpts{timeout: 60 * time.Second}, "sh", "-c", "cd / && sodactl run -- sh -c 'echo in-sandbox; cat /proc/1/comm 2>&1 || true'")
+	if r.err != nil || !strings.Contains(r.stdout, "in-sandbox") {
+		t.Fatalf("the packaged sodactl run:\n%s", r)
+	}
+	t.Logf("packaged sodactl run: %s", strings.TrimSpace(r.stdout))
 }
 
 func (e *env) testRemove(t *testing.T) {

@@ -201,7 +201,7 @@ func setup(t *testing.T) *env {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	repo := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-	for _, pkg := range []string{"cmd/sodactl", "test/sbxprobe"} {
+	for _, pkg := range []string{"cmd/sodactl", "cmd/soda-sandbox-init", "test/sbxprobe"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(e.bin, filepath.Base(pkg)), "./"+pkg)
 		build.Dir = repo
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -30,13 +30,15 @@ func main() {
 	if child.IsGate() {
 		child.RunGate()
 	}
-	if sandbox.IsInit() {
-		sandbox.Main()
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ecfg := sandbox.Detect()
 	ecfg.Log = log
-	engine, err := sandbox.New(ecfg)
+	var err error
+	ecfg.InitPath, err = sandbox.FindInit()
+	var engine *sandbox.Linux
+	if err == nil {
+		engine, err = sandbox.New(ecfg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sbxconc:", err)
 		os.Exit(1)

@@ -33,9 +33,6 @@ func main() {
 	if child.IsGate() {
 		child.RunGate()
 	}
-	if sandbox.IsInit() {
-		sandbox.Main()
-	}
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: sbxegress PORT")
 		os.Exit(2)
@@ -59,6 +56,11 @@ func run(port uint16) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ecfg := sandbox.Detect()
 	ecfg.Log, ecfg.Audit = log, func(r sandbox.Record) { mu.Lock(); recs = append(recs, r); mu.Unlock() }
+	initPath, err := sandbox.FindInit()
+	if err != nil {
+		return err
+	}
+	ecfg.InitPath = initPath
 	engine, err := sandbox.New(ecfg)
 	if err != nil {
 		return err

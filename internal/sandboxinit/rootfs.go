@@ -1,4 +1,4 @@
-package sandbox
+package sandboxinit
 
 import (
 	"errors"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // The sandbox's root is a tmpfs that init builds in its own mount
@@ -63,13 +65,13 @@ var hiddenBelow = []string{"/var/run", "/var/tmp", "/var/home", "/var/roothome",
 // layerFailure is an error of buildRoot that belongs to another layer
 // than the mount namespace.
 type layerFailure struct {
-	layer Layer
+	layer wire.Layer
 	err   error
 }
 
 func (f *layerFailure) Error() string { return f.err.Error() }
 
-func buildRoot(cfg *initConfig, userns []*os.File) error {
+func buildRoot(cfg *config, userns []*os.File) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
@@ -219,8 +221,8 @@ func buildRoot(cfg *initConfig, userns []*os.File) error {
 // says. A read-only grant whose filesystem cannot idmap is mounted as it
 // is (it is only less readable); a read-write one fails the idmap layer
 // unless it is degraded.
-func mountGrants(cfg *initConfig, userns []*os.File) ([]grant, error) {
-	grants := grantList(Spec{ReadOnly: cfg.ReadOnly, ReadWrite: cfg.ReadWrite})
+func mountGrants(cfg *config, userns []*os.File) ([]grant, error) {
+	grants := cfg.grants()
 	sort.SliceStable(grants, func(i, j int) bool { return len(grants[i].path) < len(grants[j].path) })
 	for _, g := range grants {
 		var ns *os.File
@@ -237,10 +239,10 @@ func mountGrants(cfg *initConfig, userns []*os.File) ([]grant, error) {
 			switch {
 			case g.ro:
 				cfg.idmapSkipped = append(cfg.idmapSkipped, g.path)
-			case degraded(cfg, LayerIDMap):
+			case degraded(cfg, wire.LayerIDMap):
 				cfg.idmapDegraded = append(cfg.idmapDegraded, fmt.Sprintf("%s: %v", g.path, err))
 			default:
-				return nil, &layerFailure{LayerIDMap, fmt.Errorf("mount %s: %w", g.path, err)}
+				return nil, &layerFailure{wire.LayerIDMap, fmt.Errorf("mount %s: %w", g.path, err)}
 			}
 			err = bindGrant(oldRoot+g.path, g.path, g.ro, nil, id)
 		}
@@ -393,13 +395,13 @@ func emptyTmpfs(dst string) error {
 // every service), and copies into it what the host prepared in src (the
 // agents' configuration files): regular files and directories only, read
 // through src as checked (no symlink followed, the same directory).
-func mountHome(src string, cfg *initConfig) error {
-	if err := os.MkdirAll(SandboxHome, 0o755); err != nil {
+func mountHome(src string, cfg *config) error {
+	if err := os.MkdirAll(wire.SandboxHome, 0o755); err != nil {
 		return err
 	}
 	opts := fmt.Sprintf("mode=0700,uid=%d,gid=%d,size=%d,nr_inodes=%d", cfg.UID, cfg.GID, cfg.HomeSize, inodes(cfg.HomeSize))
-	if err := unix.Mount("soda-home", SandboxHome, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount tmpfs on %s: %w", SandboxHome, err)
+	if err := unix.Mount("soda-home", wire.SandboxHome, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", wire.SandboxHome, err)
 	}
 	// os.Root reads below src without leaving it; the identity check
 	// after the open makes sure src is still the directory the host made.
@@ -420,7 +422,7 @@ func mountHome(src string, cfg *initConfig) error {
 		if err != nil || p == "." {
 			return err
 		}
-		dst := filepath.Join(SandboxHome, p)
+		dst := filepath.Join(wire.SandboxHome, p)
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -459,7 +461,7 @@ func copyFile(root *os.Root, p, dst string, mode fs.FileMode) error {
 }
 
 // inodes is the inode limit of a private tmpfs of size bytes.
-func inodes(size int64) int64 { return max(size/InodeBytes, 1024) }
+func inodes(size int64) int64 { return max(size/wire.InodeBytes, 1024) }
 
 // mountTmp mounts a private, size-limited, noexec temporary directory.
 func mountTmp(dst string, size int64) error {
@@ -475,7 +477,7 @@ func mountTmp(dst string, size int64) error {
 
 // buildDev makes a minimal /dev: the harmless character devices bound from
 // the host, a private devpts and /dev/shm.
-func buildDev(cfg *initConfig) error {
+func buildDev(cfg *config) error {
 	if err := os.Mkdir("/dev", 0o755); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package sandboxinit
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/seccomp"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // confine applies the per-process layers to init itself, all of which the
@@ -19,7 +21,7 @@ import (
 // (nothing above needs a syscall it denies). It must run on the thread
 // that will fork the command (runtime.LockOSThread). Every layer is
 // required unless degraded; on error it returns the failing layer.
-func confine(cfg *initConfig, report func(statusMsg)) (Layer, error) {
+func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 	if err := dropBoundingSet(); err != nil {
 		return "", err
 	}
@@ -33,12 +35,12 @@ func confine(cfg *initConfig, report func(statusMsg)) (Layer, error) {
 
 	abi, err := applyLandlock(cfg)
 	switch {
-	case err != nil && degraded(cfg, LayerLandlock):
-		report(statusMsg{Layer: LayerLandlock, State: "degraded", Detail: err.Error()})
+	case err != nil && degraded(cfg, wire.LayerLandlock):
+		report(wire.Status{Layer: wire.LayerLandlock, State: "degraded", Detail: err.Error()})
 	case err != nil:
-		return LayerLandlock, err
+		return wire.LayerLandlock, err
 	default:
-		report(statusMsg{Layer: LayerLandlock, State: "applied", Detail: fmt.Sprintf("ABI %d: filesystem rules, signal and abstract-socket scopes", abi)})
+		report(wire.Status{Layer: wire.LayerLandlock, State: "applied", Detail: fmt.Sprintf("ABI %d: filesystem rules, signal and abstract-socket scopes", abi)})
 	}
 
 	for _, rl := range []struct {
@@ -65,33 +67,33 @@ func confine(cfg *initConfig, report func(statusMsg)) (Layer, error) {
 		return "", err
 	}
 
-	if unavailable(cfg, LayerSeccomp) {
+	if unavailable(cfg, wire.LayerSeccomp) {
 		err = errors.New("unavailable (test knob)")
 	} else if err = seccomp.Available(); err == nil {
 		err = seccomp.Install(seccomp.Options{})
 	}
 	switch {
-	case err != nil && degraded(cfg, LayerSeccomp):
-		report(statusMsg{Layer: LayerSeccomp, State: "degraded", Detail: err.Error()})
+	case err != nil && degraded(cfg, wire.LayerSeccomp):
+		report(wire.Status{Layer: wire.LayerSeccomp, State: "degraded", Detail: err.Error()})
 	case err != nil:
-		return LayerSeccomp, err
+		return wire.LayerSeccomp, err
 	default:
-		report(statusMsg{Layer: LayerSeccomp, State: "applied", Detail: "syscall filter (EPERM/ENOSYS), foreign architectures killed"})
+		report(wire.Status{Layer: wire.LayerSeccomp, State: "applied", Detail: "syscall filter (EPERM/ENOSYS), foreign architectures killed"})
 	}
 	return "", nil
 }
 
 // lookPath finds argv0 in the sandbox's PATH (from env), as the shell
-// would. Its error is a *CommandError with the shell's status: 127 when
+// would. Its error is a *commandError with the shell's status: 127 when
 // nothing is found, 126 when what is found cannot be executed.
 func lookPath(argv0 string, env []string) (string, error) {
 	if strings.Contains(argv0, "/") {
 		fi, err := os.Stat(argv0)
 		switch {
 		case err != nil:
-			return "", &CommandError{Code: 127, Err: fmt.Errorf("command %s: %w", argv0, err)}
+			return "", &commandError{Code: 127, Err: fmt.Errorf("command %s: %w", argv0, err)}
 		case fi.IsDir() || fi.Mode()&0o111 == 0:
-			return "", &CommandError{Code: 126, Err: fmt.Errorf("command %s: not an executable file", argv0)}
+			return "", &commandError{Code: 126, Err: fmt.Errorf("command %s: not an executable file", argv0)}
 		}
 		return argv0, nil
 	}
@@ -107,16 +109,16 @@ func lookPath(argv0 string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", &CommandError{Code: 127, Err: fmt.Errorf("command %s not found in the sandbox (PATH=%s)", argv0, pathEnv)}
+	return "", &commandError{Code: 127, Err: fmt.Errorf("command %s not found in the sandbox (PATH=%s)", argv0, pathEnv)}
 }
 
-// CommandError says that the sandbox was built but its command could not
+// commandError says that the sandbox was built but its command could not
 // be started. Code is the exit status a shell would give (126, 127).
-type CommandError struct {
+type commandError struct {
 	Code int
 	Err  error
 }
 
-func (e *CommandError) Error() string { return e.Err.Error() }
+func (e *commandError) Error() string { return e.Err.Error() }
 
-func (e *CommandError) Unwrap() error { return e.Err }
+func (e *commandError) Unwrap() error { return e.Err }

@@ -1,4 +1,4 @@
-package sandbox
+package sandboxinit
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // applyLandlock restricts the calling process (all its threads) and its
@@ -22,8 +24,8 @@ import (
 //
 // It refuses to run below cfg.LandlockMin (the ABI that brings the scopes
 // is 6) and returns the ABI in force.
-func applyLandlock(cfg *initConfig) (int, error) {
-	if unavailable(cfg, LayerLandlock) {
+func applyLandlock(cfg *config) (int, error) {
+	if unavailable(cfg, wire.LayerLandlock) {
 		return 0, errors.New("unavailable (test knob)")
 	}
 	abi, err := llsys.LandlockGetABIVersion()
@@ -39,7 +41,7 @@ func applyLandlock(cfg *initConfig) (int, error) {
 		HandledAccessFS: landlock.V7.HandledAccessFS,
 		Scoped:          landlock.ScopedSet(llsys.ScopeSignal | llsys.ScopeAbstractUnixSocket),
 	}
-	writable := []string{SandboxHome, "/tmp", "/var/tmp", "/dev/shm"}
+	writable := []string{wire.SandboxHome, "/tmp", "/var/tmp", "/dev/shm"}
 	writable = append(writable, cfg.ReadWrite...)
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),

@@ -1,4 +1,4 @@
-package sandbox
+package sandboxinit
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"kernel.org/pub/linux/libs/security/libcap/psx"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // runInit is PID 1 of the sandbox. It builds the sandbox (network, root,
@@ -24,15 +26,15 @@ import (
 // forwards signals, reaps orphans, and exits with the command's status;
 // its exit ends the PID namespace and so every process left in it.
 func runInit() int {
-	fds := fdList()
+	fds := wire.ParseFDs(os.Getenv(wire.FDsEnv))
 	if len(fds) < 3 {
-		fmt.Fprintln(os.Stderr, "soda-sandbox-init: started without its descriptors (this program is started by sodactl, not by hand)")
+		fmt.Fprintln(os.Stderr, "soda-sandbox-init: started without its descriptors (this program is started by sodactl or sodad, not by hand)")
 		return 125
 	}
 	status := os.NewFile(uintptr(fds[1]), "status")
 	enc := json.NewEncoder(status)
 	start := time.Now()
-	report := func(m statusMsg) {
+	report := func(m wire.Status) {
 		m.Elapsed = time.Since(start)
 		_ = enc.Encode(m)
 	}
@@ -40,23 +42,26 @@ func runInit() int {
 	// for the host's placement verdict before it exits, so that the host
 	// never places a process that is already gone.
 	var cfgIn *bufio.Reader
-	quit := func(m statusMsg, code int) int {
+	quit := func(m wire.Status, code int) int {
 		report(m)
 		if cfgIn != nil {
 			_, _ = cfgIn.ReadByte()
 		}
 		return code
 	}
-	fail := func(l Layer, err error) int { return quit(statusMsg{Layer: l, Error: err.Error()}, 125) }
-	var cfg initConfig
+	fail := func(l wire.Layer, err error) int { return quit(wire.Status{Layer: l, Error: err.Error()}, 125) }
+	var cfg config
 	cfgFile := os.NewFile(uintptr(fds[0]), "config")
 	in := bufio.NewReader(cfgFile)
 	line, err := in.ReadBytes('\n')
 	if err != nil {
 		return fail("", fmt.Errorf("read sandbox configuration: %w", err))
 	}
-	if err := json.Unmarshal(line, &cfg); err != nil {
+	if err := json.Unmarshal(line, &cfg.Config); err != nil {
 		return fail("", fmt.Errorf("read sandbox configuration: %w", err))
+	}
+	if cfg.Version != wire.Version {
+		return fail("", fmt.Errorf("sandbox configuration of protocol version %d, this %s speaks %d: the host and its init binary come from different builds", cfg.Version, wire.InitArg0, wire.Version))
 	}
 	cfgIn = in
 	var userns []*os.File
@@ -75,41 +80,41 @@ func runInit() int {
 		return fail("", fmt.Errorf("join a new session keyring: %w", err))
 	}
 	if err := loopbackUp(); err != nil {
-		return fail(LayerNetNS, fmt.Errorf("bring up loopback: %w", err))
+		return fail(wire.LayerNetNS, fmt.Errorf("bring up loopback: %w", err))
 	}
 	relay, lns, dns, netDetail, err := setupNetwork(&cfg, fds[2])
 	if err != nil {
-		return fail(LayerNetNS, err)
+		return fail(wire.LayerNetNS, err)
 	}
-	report(statusMsg{Layer: LayerNetNS, State: "applied", Detail: netDetail})
+	report(wire.Status{Layer: wire.LayerNetNS, State: "applied", Detail: netDetail})
 
 	if err := buildRoot(&cfg, userns); err != nil {
 		var lf *layerFailure
 		if errors.As(err, &lf) {
 			return fail(lf.layer, lf.err)
 		}
-		return fail(LayerMountNS, err)
+		return fail(wire.LayerMountNS, err)
 	}
 	for _, f := range userns {
 		f.Close()
 	}
-	report(statusMsg{Layer: LayerMountNS, State: "applied", Detail: "private root: read-only system, host sockets and homes hidden"})
+	report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "private root: read-only system, host sockets and homes hidden"})
 	if len(cfg.protected)+len(cfg.unprotected) > 0 {
 		detail := fmt.Sprintf("%d paths the host would run read-only: %s", len(cfg.protected), strings.Join(cfg.protected, ", "))
 		if len(cfg.unprotected) > 0 {
 			detail += "; unprotected by the caller: " + strings.Join(cfg.unprotected, ", ")
 		}
-		report(statusMsg{Layer: LayerMountNS, State: "applied", Detail: detail})
+		report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: detail})
 	}
-	report(statusMsg{Layer: LayerPIDNS, State: "applied", Detail: "fresh /proc"})
+	report(wire.Status{Layer: wire.LayerPIDNS, State: "applied", Detail: "fresh /proc"})
 	if len(cfg.idmapDegraded) > 0 {
-		report(statusMsg{Layer: LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})
+		report(wire.Status{Layer: wire.LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})
 	} else if len(cfg.IDMaps) > 0 {
 		detail := fmt.Sprintf("%d granted paths idmapped to uid %d", len(cfg.IDMaps)-len(cfg.idmapSkipped), cfg.UID)
 		if len(cfg.idmapSkipped) > 0 {
 			detail += "; read-only without idmap (filesystem cannot): " + strings.Join(cfg.idmapSkipped, ", ")
 		}
-		report(statusMsg{Layer: LayerIDMap, State: "applied", Detail: detail})
+		report(wire.Status{Layer: wire.LayerIDMap, State: "applied", Detail: detail})
 	}
 
 	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
@@ -131,9 +136,9 @@ func runInit() int {
 		path, err = lookPath(cfg.Argv[0], cfg.Env)
 	}
 	if err != nil {
-		var ce *CommandError
+		var ce *commandError
 		if errors.As(err, &ce) {
-			return quit(statusMsg{Error: ce.Error(), Code: ce.Code}, ce.Code)
+			return quit(wire.Status{Error: ce.Error(), Code: ce.Code}, ce.Code)
 		}
 		return fail("", err)
 	}
@@ -152,11 +157,11 @@ func runInit() int {
 	// thread (the command's parent) enters a cgroup namespace rooted
 	// there: the command sees "/" as its cgroup, not the host's path, and
 	// the cgroup hierarchies mounted now show nothing above the sandbox.
-	if b, err := cfgIn.ReadByte(); err != nil || b != placedByte {
-		return fail(LayerCgroup, errors.New("host did not confirm the cgroup placement"))
+	if b, err := cfgIn.ReadByte(); err != nil || b != wire.PlacedByte {
+		return fail(wire.LayerCgroup, errors.New("host did not confirm the cgroup placement"))
 	}
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return fail(LayerMountNS, fmt.Errorf("unshare the cgroup namespace: %w", err))
+		return fail(wire.LayerMountNS, fmt.Errorf("unshare the cgroup namespace: %w", err))
 	}
 	cgDetail, err := mountCgroupFS(cfg.cgroupLayout)
 	if err != nil {
@@ -164,7 +169,7 @@ func runInit() int {
 		// runs with an empty /sys/fs/cgroup and the reason is logged.
 		cgDetail += ": " + err.Error()
 	}
-	report(statusMsg{Layer: LayerMountNS, State: "applied", Detail: "own cgroup namespace; " + cgDetail})
+	report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "own cgroup namespace; " + cgDetail})
 
 	if layer, err := confine(&cfg, report); err != nil {
 		return fail(layer, err)
@@ -180,7 +185,7 @@ func runInit() int {
 
 	if cfg.Persistent {
 		// A live sandbox: commands come from the host (exec.go).
-		report(statusMsg{Ready: true})
+		report(wire.Status{Ready: true})
 		status.Close()
 		cfgFile.Close()
 		return serveExec(&cfg, execFD, sigs)
@@ -194,7 +199,7 @@ func runInit() int {
 	if err != nil {
 		return fail("", fmt.Errorf("start %s: %w", path, err))
 	}
-	report(statusMsg{Ready: true, Pid: proc.Pid})
+	report(wire.Status{Ready: true, Pid: proc.Pid})
 	status.Close()
 	cfgFile.Close()
 
@@ -255,7 +260,7 @@ func runInit() int {
 // namespace the process already has them). For root this empties the
 // capability sets. A credential change clears the parent-death signal, so
 // it is set again: the host must still take the sandbox down with it.
-func becomeSandboxUser(cfg *initConfig) error {
+func becomeSandboxUser(cfg *config) error {
 	if !cfg.UserNS {
 		if err := syscall.Setgroups(nil); err != nil {
 			return fmt.Errorf("setgroups: %w", err)
@@ -322,6 +327,6 @@ func dropCapabilities() error {
 	return nil
 }
 
-func degraded(cfg *initConfig, l Layer) bool { return slices.Contains(cfg.Degraded, l) }
+func degraded(cfg *config, l wire.Layer) bool { return slices.Contains(cfg.Degraded, l) }
 
-func unavailable(cfg *initConfig, l Layer) bool { return slices.Contains(cfg.Unavailable, l) }
+func unavailable(cfg *config, l wire.Layer) bool { return slices.Contains(cfg.Unavailable, l) }

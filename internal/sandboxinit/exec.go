@@ -1,4 +1,4 @@
-package sandbox
+package sandboxinit
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // serveExec is a live sandbox's init once confined (see exec.go): it runs
@@ -17,7 +19,7 @@ import (
 // command's status, until the host closes the exec socket (exit 0) or
 // signals init (128+N). It runs on the locked, confined thread, which
 // forks every command: each inherits all the layers.
-func serveExec(cfg *initConfig, fd int, sigs chan os.Signal) int {
+func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 	if fd < 3 {
 		fmt.Fprintln(os.Stderr, "soda-sandbox-init: live sandbox without its exec socket")
 		return 125
@@ -33,13 +35,13 @@ func serveExec(cfg *initConfig, fd int, sigs chan os.Signal) int {
 	defer conn.Close()
 
 	type request struct {
-		execRequest
+		wire.ExecRequest
 		files []*os.File
 	}
 	reqs := make(chan request)
 	go func() {
 		defer close(reqs)
-		buf := make([]byte, execMaxMsg)
+		buf := make([]byte, wire.ExecMaxMsg)
 		oob := make([]byte, unix.CmsgSpace(3*4))
 		for {
 			// Received descriptors are close-on-exec (MSG_CMSG_CLOEXEC):
@@ -49,7 +51,7 @@ func serveExec(cfg *initConfig, fd int, sigs chan os.Signal) int {
 				return
 			}
 			var r request
-			if err := json.Unmarshal(buf[:n], &r.execRequest); err != nil {
+			if err := json.Unmarshal(buf[:n], &r.ExecRequest); err != nil {
 				continue
 			}
 			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
@@ -64,7 +66,7 @@ func serveExec(cfg *initConfig, fd int, sigs chan os.Signal) int {
 			reqs <- r
 		}
 	}()
-	reply := func(r execReply) {
+	reply := func(r wire.ExecReply) {
 		b, _ := json.Marshal(r)
 		_, _, _ = conn.WriteMsgUnix(b, nil, nil)
 	}
@@ -83,21 +85,21 @@ func serveExec(cfg *initConfig, fd int, sigs chan os.Signal) int {
 			}
 			switch r.Op {
 			case "exec":
-				pid, err := startExec(cfg, r.execRequest, r.files)
+				pid, err := startExec(cfg, r.ExecRequest, r.files)
 				for _, f := range r.files {
 					f.Close()
 				}
 				if err != nil {
-					var ce *CommandError
+					var ce *commandError
 					code := 0
 					if errors.As(err, &ce) {
 						code = ce.Code
 					}
-					reply(execReply{ID: r.ID, Error: err.Error(), ErrCode: code})
+					reply(wire.ExecReply{ID: r.ID, Error: err.Error(), ErrCode: code})
 					continue
 				}
 				running[pid], byID[r.ID] = r.ID, pid
-				reply(execReply{ID: r.ID, Pid: pid})
+				reply(wire.ExecReply{ID: r.ID, Pid: pid})
 			case "signal":
 				if pid, ok := byID[r.ID]; ok && r.Signal > 0 {
 					// Its own session, so its own process group: the
@@ -121,7 +123,7 @@ func serveExec(cfg *initConfig, fd int, sigs chan os.Signal) int {
 				}
 				delete(running, pid)
 				delete(byID, id)
-				rep := execReply{ID: id, Exited: true}
+				rep := wire.ExecReply{ID: id, Exited: true}
 				if ws.Signaled() {
 					rep.Code, rep.Signal = 128+int(ws.Signal()), int(ws.Signal())
 				} else {
@@ -141,7 +143,7 @@ func serveExec(cfg *initConfig, fd int, sigs chan os.Signal) int {
 
 // startExec forks one command of a live sandbox in a new session, with
 // the sandbox's environment and directory unless the request has its own.
-func startExec(cfg *initConfig, r execRequest, files []*os.File) (int, error) {
+func startExec(cfg *config, r wire.ExecRequest, files []*os.File) (int, error) {
 	if len(files) != 3 {
 		return 0, fmt.Errorf("exec request with %d descriptors, want 3", len(files))
 	}

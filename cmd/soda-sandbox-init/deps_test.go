@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// hostSide is the package that starts sandboxes: init must not link it
+// (its subpackages wire and protect are shared on purpose).
+const hostSide = "github.com/soda-project/soda/internal/sandbox"
+
+// notInInit are packages (and everything below them) that init never uses.
+var notInInit = []string{
+	"github.com/soda-project/soda/internal/mcpbridge",
+	"github.com/soda-project/soda/internal/httpfront",
+	"github.com/soda-project/soda/internal/mcpd",
+	"github.com/soda-project/soda/internal/child",
+	"github.com/modelcontextprotocol/go-sdk",
+	"github.com/godbus/dbus",
+	"github.com/coreos/go-systemd",
+}
+
+// TestLinksOnlyWhatInitUses: the sandbox's PID 1 links none of the host
+// side, the MCP bridge, its HTTP front, go-sdk or D-Bus and systemd
+// clients: every sandbox pays for what init loads, and init runs with the
+// caller's privileges until it has confined itself. The non-standard
+// dependencies are logged (go test -v).
+func TestLinksOnlyWhatInitUses(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIP: no go tool in PATH to list the dependencies with")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	// Control: the list is the real one (init's own package is in it).
+	if !slices.Contains(deps, "github.com/soda-project/soda/internal/sandboxinit") {
+		t.Fatalf("go list -deps does not list internal/sandboxinit:\n%s", out)
+	}
+	var nonStd []string
+	for _, d := range deps {
+		if d == hostSide || slices.ContainsFunc(notInInit, func(p string) bool { return d == p || strings.HasPrefix(d, p+"/") }) {
+			t.Errorf("soda-sandbox-init links %s", d)
+		}
+		if first, _, _ := strings.Cut(d, "/"); strings.Contains(first, ".") {
+			nonStd = append(nonStd, d)
+		}
+	}
+	t.Logf("non-standard dependencies of soda-sandbox-init:\n%s", strings.Join(nonStd, "\n"))
+}
+
+// TestSodactlDoesNotLinkInit: sodactl starts sandboxes through
+// soda-sandbox-init and no longer carries the init side itself.
+func TestSodactlDoesNotLinkInit(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIP: no go tool in PATH to list the dependencies with")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "../sodactl").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, hostSide) {
+		t.Fatalf("control: sodactl does not link %s:\n%s", hostSide, out)
+	}
+	if slices.Contains(deps, "github.com/soda-project/soda/internal/sandboxinit") {
+		t.Error("sodactl links internal/sandboxinit")
+	}
+}

@@ -1,0 +1,114 @@
+package sandboxinit
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
+)
+
+// TestMain lets the test binary play soda-sandbox-init.
+func TestMain(m *testing.M) {
+	if IsInit() {
+		Main()
+	}
+	os.Exit(m.Run())
+}
+
+// TestInitRefusesOtherProtocolVersion: a configuration from a host of
+// another build is refused on the status pipe (exit 125) before init does
+// anything else. Control: the same binary, started the same way, reads
+// and answers the configuration (so the refusal is the version's). Init
+// runs in namespaces of its own, as a sandbox's does: should it go on past
+// the check, it names and mounts nothing of the host's.
+func TestInitRefusesOtherProtocolVersion(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(cfg string) (wire.Status, int) {
+		t.Helper()
+		cfgR, cfgW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		statR, statW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer null.Close()
+		cmd := &exec.Cmd{Path: exe, Args: []string{wire.InitArg0}, Env: []string{wire.RoleEnv + "=" + wire.RoleInit, wire.FDsEnv + "=3,4,5"},
+			ExtraFiles: []*os.File{cfgR, statW, null}, Stderr: os.Stderr,
+			SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWPID}}
+		if os.Geteuid() != 0 {
+			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Skipf("SKIP: cannot start init in namespaces of its own: %v", err)
+		}
+		cfgR.Close()
+		statW.Close()
+		if _, err := cfgW.WriteString(cfg + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		var st wire.Status
+		line, err := bufio.NewReader(statR).ReadBytes('\n')
+		if err == nil {
+			err = json.Unmarshal(line, &st)
+		}
+		if err != nil {
+			t.Errorf("status line %q: %v", line, err)
+		}
+		cfgW.Close() // the placement verdict init waits for before it exits
+		statR.Close()
+		werr := cmd.Wait()
+		var ee *exec.ExitError
+		if werr != nil && !errors.As(werr, &ee) {
+			t.Fatal(werr)
+		}
+		return st, cmd.ProcessState.ExitCode()
+	}
+	// Control: not JSON at all, the same path up to the check.
+	if st, code := run("not json"); code != 125 || !strings.Contains(st.Error, "read sandbox configuration") {
+		t.Fatalf("control: %+v exit %d, want a configuration error and 125", st, code)
+	}
+	st, code := run(`{"version":0,"id":"sbx-x"}`)
+	if code != 125 || !strings.Contains(st.Error, "protocol version 0") || !strings.Contains(st.Error, "different builds") {
+		t.Errorf("version 0: %+v exit %d, want a protocol version refusal and 125", st, code)
+	}
+}
+
+// TestIsInitNeedsBothMarkers: argv[0] or the role variable alone does not
+// make a process an init.
+func TestIsInitNeedsBothMarkers(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		arg0 string
+		env  []string
+	}{
+		{wire.InitArg0, nil},
+		{exe, []string{wire.RoleEnv + "=" + wire.RoleInit}},
+		{wire.HoldArg0, []string{wire.RoleEnv + "=" + wire.RoleInit}},
+	} {
+		cmd := &exec.Cmd{Path: exe, Args: []string{tt.arg0, "-test.run=^TestNothing$"}, Env: tt.env}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "no tests to run") {
+			t.Errorf("argv0 %s env %v: %v %s, want the test binary itself", tt.arg0, tt.env, err, out)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+// Package sandboxinit is the sandbox's PID 1, soda-sandbox-init
+// (cmd/soda-sandbox-init): the host side (internal/sandbox) executes it in
+// new user (for unprivileged callers), mount, pid, network, IPC, UTS and
+// cgroup namespaces and sends it its configuration (internal/sandbox/wire).
+// Init builds a private root (rootfs.go: read-only system directories,
+// the grants mounted as checked and their protected paths read-only, a
+// tmpfs home, fresh /proc and /sys, per-sandbox identity files), sets up
+// the egress relay (internal/egress), confines itself (confine.go:
+// bounding set, uid, no_new_privs, Landlock, rlimits, seccomp) and only
+// then forks the command, or, for a live sandbox, every command the host
+// sends (exec.go). The same binary, in its hold role, keeps the user
+// namespaces of idmapped mounts alive.
+//
+// It links only what PID 1 uses: none of the host side, the MCP bridge,
+// its HTTP front, go-sdk or D-Bus (cmd/soda-sandbox-init's deps_test.go
+// checks).
+package sandboxinit
+
+import (
+	"io"
+	"os"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
+)
+
+// IsInit reports whether this process was started as a sandbox's init (or
+// its idmap namespace holder): argv[0] and the role variable together.
+func IsInit() bool {
+	if len(os.Args) == 0 {
+		return false
+	}
+	role := os.Getenv(wire.RoleEnv)
+	return (os.Args[0] == wire.InitArg0 && role == wire.RoleInit) || (os.Args[0] == wire.HoldArg0 && role == wire.RoleHold)
+}
+
+// Main runs the sandbox role of this process (see IsInit) and never returns.
+func Main() {
+	if os.Args[0] == wire.HoldArg0 {
+		os.Exit(runHold())
+	}
+	os.Exit(runInit())
+}
+
+// runHold blocks until stdin is closed: it only keeps a namespace alive.
+func runHold() int {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// config is the host's configuration and what init learns while it
+// builds the sandbox.
+type config struct {
+	wire.Config
+
+	idmapDegraded []string      // read-write grants mounted without idmap
+	idmapSkipped  []string      // read-only grants whose filesystem cannot idmap
+	cgroupLayout  *cgroupLayout // how the host mounts /sys/fs/cgroup
+	protected     []string      // paths made read-only by protectGrants
+	unprotected   []string      // protected paths left writable by Unprotect
+}
+
+// grant is one granted path.
+type grant struct {
+	path string
+	ro   bool
+}
+
+// grants lists the configuration's grants, read-only ones first.
+func (c *config) grants() []grant {
+	var gs []grant
+	for _, p := range c.ReadOnly {
+		gs = append(gs, grant{p, true})
+	}
+	for _, p := range c.ReadWrite {
+		gs = append(gs, grant{p, false})
+	}
+	return gs
+}
