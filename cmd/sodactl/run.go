@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/soda-project/soda/internal/auditsink"
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
@@ -199,12 +200,12 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 	spec.Home = home
 
-	audit, closeAudit, err := auditSink(ro.auditJSON, ro.auditMax, append(slices.Clone(spec.ReadWrite), spec.ReadOnly...))
+	audit, err := auditSink(ro.auditJSON, ro.auditMax, append(slices.Clone(spec.ReadWrite), spec.ReadOnly...))
 	if err != nil {
 		return exitSandbox, err
 	}
-	defer closeAudit()
-	engine := &sandbox.Linux{Log: log, Audit: audit}
+	defer audit.Close()
+	engine := &sandbox.Linux{Log: log, Audit: audit.Write}
 	defer engine.Close()
 
 	ctx, stop := context.WithCancel(context.Background())
@@ -470,29 +471,18 @@ func writeAgentFiles(home string, servers []mcpServer) error {
 }
 
 // auditSink is where the audit trail goes: the journal when there is one
-// (journalctl SODA_SANDBOX=ID), and the --audit-json file if given.
-// The JSON file is opened as OpenAuditFile allows (outside every grant, no
-// link followed) and written up to maxBytes.
-func auditSink(jsonPath string, maxBytes int64, grants []string) (sink func(sandbox.Record), closeFn func(), err error) {
-	var sinks []func(sandbox.Record)
-	closeFn = func() {}
+// (journalctl SODA_SANDBOX=ID), and the --audit-json file if given,
+// outside every grant and written up to maxBytes.
+func auditSink(jsonPath string, maxBytes int64, grants []string) (*auditsink.Sink, error) {
+	o := auditsink.Options{JSONPath: jsonPath, JSONMax: maxBytes, Grants: grants}
 	if systemd.JournalAvailable() {
-		sinks = append(sinks, sandbox.LogAudit(slog.New(systemd.NewJournalHandler(slog.LevelInfo))))
+		o.Journal = slog.New(systemd.NewJournalHandler(slog.LevelInfo))
 	}
-	if jsonPath != "" {
-		f, err := sandbox.OpenAuditFile(jsonPath, grants)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--audit-json: %w", err)
-		}
-		j := sandbox.NewJSONAudit(f, maxBytes)
-		closeFn = func() { j.Close(); f.Close() }
-		sinks = append(sinks, j.Write)
+	s, err := auditsink.Open(o)
+	if err != nil {
+		return nil, fmt.Errorf("--audit-json: %w", err)
 	}
-	return func(r sandbox.Record) {
-		for _, s := range sinks {
-			s(r)
-		}
-	}, closeFn, nil
+	return s, nil
 }
 
 // attachTerminal prepares the caller's terminal: on one, the command gets

@@ -22,6 +22,7 @@ import (
 
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/throttle"
 )
 
 // Engine starts sandboxes. Linux is the only implementation; the interface
@@ -114,10 +115,10 @@ type Sandbox struct {
 	proxy  *egress.Proxy
 	egress *net.UnixConn
 
-	cgroupDegraded bool             // the cgroup layer was waived (--allow-degraded)
-	pendingScope   chan scopeResult // a systemd placer being connected, not taken yet
-	logGate        rateGate         // egress lines on the log (the audit sink has all)
-	seq            atomic.Uint64    // the last audit record's sequence number
+	cgroupDegraded bool               // the cgroup layer was waived (--allow-degraded)
+	pendingScope   chan scopeResult   // a systemd placer being connected, not taken yet
+	logGate        *throttle.Throttle // egress lines on the log (the audit sink has all)
+	seq            atomic.Uint64      // the last audit record's sequence number
 
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
@@ -151,7 +152,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		return nil, err
 	}
 	log = log.With("sandbox", spec.ID)
-	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.Audit, started: time.Now()}
+	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.Audit, started: time.Now(), logGate: throttle.New(logRate)}
 	defer func() {
 		if err != nil {
 			sb.cleanup(context.WithoutCancel(ctx))
