@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/systemd"
+	"github.com/soda-project/soda/internal/workhome"
 )
 
 const runUsage = `Usage: sodactl run [OPTIONS] -- COMMAND [ARGS...]
@@ -176,20 +176,20 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 
 	// A private home, with the agents' MCP configuration in it.
-	stateDir, err := sandboxStateDir()
+	homes, err := workhome.Open(workhome.StateDir(os.Geteuid(), os.Getenv), os.Geteuid())
 	if err != nil {
 		return exitSandbox, err
 	}
-	sweepHomes(stateDir, log)
-	home, unlock, err := newHome(stateDir)
+	homes.Sweep(log)
+	h, err := homes.New()
 	if err != nil {
 		return exitSandbox, err
 	}
+	home := h.Path()
 	defer func() {
-		if err := removeTree(home); err != nil {
+		if err := h.Remove(); err != nil {
 			log.Warn("remove sandbox home", "home", home, "err", err)
 		}
-		unlock()
 	}()
 	if len(servers) > 0 {
 		if err := writeAgentFiles(home, servers); err != nil {
@@ -252,66 +252,6 @@ func agentArgv(argv []string, mcpConfig string) []string {
 		return argv
 	}
 	return append([]string{argv[0], clientconfig.ClaudeMCPConfigArg(mcpConfig)}, argv[1:]...)
-}
-
-// newHome makes a private home for one sandbox in dir, with a lock file
-// held while the sandbox runs, so that a later sodactl can tell a home
-// left by a killed one (unlocked) from one in use.
-func newHome(dir string) (home string, unlock func(), err error) {
-	lock, err := os.CreateTemp(dir, "home-*.lock")
-	if err != nil {
-		return "", nil, fmt.Errorf("create sandbox home: %w", err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return "", nil, fmt.Errorf("lock sandbox home: %w", err)
-	}
-	home = strings.TrimSuffix(lock.Name(), ".lock")
-	if err := os.Mkdir(home, 0o700); err != nil {
-		lock.Close()
-		os.Remove(lock.Name())
-		return "", nil, fmt.Errorf("create sandbox home: %w", err)
-	}
-	return home, func() {
-		os.Remove(lock.Name())
-		lock.Close()
-	}, nil
-}
-
-// sweepHomes removes the homes that sandboxes killed before they could
-// clean up left in dir (their lock is free).
-func sweepHomes(dir string, log *slog.Logger) {
-	locks, _ := filepath.Glob(filepath.Join(dir, "home-*.lock"))
-	for _, l := range locks {
-		f, err := os.Open(l)
-		if err != nil {
-			continue
-		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-			home := strings.TrimSuffix(l, ".lock")
-			if err := removeTree(home); err != nil {
-				log.Warn("remove stale sandbox home", "home", home, "err", err)
-			} else {
-				os.Remove(l)
-			}
-		}
-		f.Close()
-	}
-}
-
-// removeTree removes dir and everything in it, first giving back the
-// owner's permissions on directories the sandbox made unreadable.
-func removeTree(dir string) error {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() && d.Type()&fs.ModeSymlink == 0 {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
 }
 
 // sudoHome is the home of the user who ran sudo, if any.
@@ -516,32 +456,6 @@ func attachTerminal(spec *sandbox.Spec) (restore func(), err error) {
 		undo = append(undo, r)
 	}
 	return restore, nil
-}
-
-// sandboxStateDir is where sandbox homes live on the host: under
-// /run/soda/sandbox for root, else under the user's runtime directory.
-func sandboxStateDir() (string, error) {
-	dir := "/run/soda/sandbox"
-	if os.Geteuid() != 0 {
-		base := os.Getenv("XDG_RUNTIME_DIR")
-		if base == "" {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, fmt.Sprintf("soda-sandbox-%d", os.Getuid()))
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create %s: %w", dir, err)
-	}
-	// In a shared /tmp someone else may have made it first: it must be a
-	// real directory of ours that nobody else can write to.
-	var st syscall.Stat_t
-	if err := syscall.Lstat(dir, &st); err != nil {
-		return "", fmt.Errorf("check %s: %w", dir, err)
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return "", fmt.Errorf("%s is not a directory owned by uid %d and writable only by it; remove it or set XDG_RUNTIME_DIR", dir, os.Geteuid())
-	}
-	return dir, nil
 }
 
 // parseSize parses a size flag in NAME.conf's grammar (config.ParseBytes);
