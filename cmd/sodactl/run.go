@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/mcpgrant"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/workhome"
@@ -171,9 +170,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	if err != nil {
 		return exitSandbox, err
 	}
-	for _, srv := range servers {
-		spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, srv.port)
-	}
+	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, mcpgrant.Ports(servers)...)
 
 	// A private home, with the agents' MCP configuration in it.
 	homes, err := workhome.Open(workhome.StateDir(os.Geteuid(), os.Getenv), os.Geteuid())
@@ -338,57 +335,35 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 	return spec, nil
 }
 
-// mcpServer is a granted soda-mcp@NAME: its client entry and its port.
-type mcpServer struct {
-	clientconfig.Server
-	port uint16
-}
-
-// mcpGrants reads the configuration and token of each granted server.
-func mcpGrants(opts *options, names []string) ([]mcpServer, error) {
-	var servers []mcpServer
+// mcpGrants resolves the --mcp servers; --token-file stands for the
+// token of a single one.
+func mcpGrants(opts *options, names []string) ([]mcpgrant.Grant, error) {
+	r := opts.resolver()
+	var grants []mcpgrant.Grant
 	for _, name := range names {
 		if err := config.ValidName(name); err != nil {
 			return nil, usagef("sodactl run", "--mcp: %v", err)
 		}
-		t, err := resolve(opts, name, false)
+		tokenFile := ""
+		if len(names) == 1 {
+			tokenFile = opts.tokenFile
+		}
+		g, err := r.Grant(name, sandbox.DefaultProxyPort, tokenFile)
+		var ge *mcpgrant.Error
+		if errors.As(err, &ge) {
+			return nil, fmt.Errorf("--mcp %s: %w", name, ge.Err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("--mcp %s: %w", name, err)
+			return nil, err
 		}
-		cfg := t.cfg
-		_, portStr, err := net.SplitHostPort(cfg.Bridge.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("--mcp %s: Listen=%s: %w", name, cfg.Bridge.Listen, err)
-		}
-		port, err := strconv.ParseUint(portStr, 10, 16)
-		if err != nil || port == 0 {
-			return nil, fmt.Errorf("--mcp %s: Listen=%s has no TCP port", name, cfg.Bridge.Listen)
-		}
-		if port == sandbox.DefaultProxyPort {
-			return nil, fmt.Errorf("--mcp %s: its port %d is the sandbox's proxy port", name, port)
-		}
-		srv := mcpServer{Server: clientconfig.Server{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port)}, port: uint16(port)}
-		if cfg.Bridge.Auth != "none" {
-			tokenPath := cfg.Bridge.TokenFile
-			if opts.tokenFile != "" && len(names) == 1 {
-				tokenPath = opts.tokenFile
-			}
-			if srv.Token, err = readToken(name, tokenPath); err != nil {
-				return nil, err
-			}
-		}
-		servers = append(servers, srv)
+		grants = append(grants, g)
 	}
-	return servers, nil
+	return grants, nil
 }
 
 // writeAgentFiles writes the agents' MCP configuration into home.
-func writeAgentFiles(home string, servers []mcpServer) error {
-	entries := make([]clientconfig.Server, len(servers))
-	for i, s := range servers {
-		entries[i] = s.Server
-	}
-	files, err := clientconfig.AgentFiles(entries)
+func writeAgentFiles(home string, servers []mcpgrant.Grant) error {
+	files, err := clientconfig.AgentFiles(mcpgrant.Entries(servers))
 	if err != nil {
 		return err
 	}
