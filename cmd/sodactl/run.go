@@ -9,14 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/soda-project/soda/internal/agentconf"
 	"github.com/soda-project/soda/internal/auditsink"
-	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/mcpgrant"
@@ -188,13 +187,11 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 			log.Warn("remove sandbox home", "home", home, "err", err)
 		}
 	}()
-	if len(servers) > 0 {
-		if err := writeAgentFiles(home, servers); err != nil {
-			return exitSandbox, fmt.Errorf("write the agents' MCP configuration: %w", err)
-		}
-		spec.TrustedEnv = append(spec.TrustedEnv, "SODA_MCP_CONFIG="+filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
-		spec.Argv = agentArgv(argv, filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
+	agent, err := agentconf.Write(home, sandbox.SandboxHome, argv, servers)
+	if err != nil {
+		return exitSandbox, fmt.Errorf("write the agents' MCP configuration: %w", err)
 	}
+	spec.Argv, spec.TrustedEnv = agent.Argv, append(spec.TrustedEnv, agent.Env...)
 	spec.Home = home
 
 	audit, err := auditSink(ro.auditJSON, ro.auditMax, append(slices.Clone(spec.ReadWrite), spec.ReadOnly...))
@@ -239,16 +236,6 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", argv[0], ro.timeout)
 	}
 	return st.Code, nil
-}
-
-// agentArgv is the command line of an agent granted MCP servers: Claude
-// Code gets --mcp-config=FILE first, as one word so that it cannot take
-// the arguments after it as more files; other commands run unchanged.
-func agentArgv(argv []string, mcpConfig string) []string {
-	if filepath.Base(argv[0]) != "claude" {
-		return argv
-	}
-	return append([]string{argv[0], clientconfig.ClaudeMCPConfigArg(mcpConfig)}, argv[1:]...)
 }
 
 // sudoHome is the home of the user who ran sudo, if any.
@@ -359,30 +346,6 @@ func mcpGrants(opts *options, names []string) ([]mcpgrant.Grant, error) {
 		grants = append(grants, g)
 	}
 	return grants, nil
-}
-
-// writeAgentFiles writes the agents' MCP configuration into home.
-func writeAgentFiles(home string, servers []mcpgrant.Grant) error {
-	files, err := clientconfig.AgentFiles(mcpgrant.Entries(servers))
-	if err != nil {
-		return err
-	}
-	// Through os.Root: nothing written here can leave the home, whatever
-	// is in it.
-	root, err := os.OpenRoot(home)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	for _, f := range files {
-		if err := root.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-			return err
-		}
-		if err := root.WriteFile(f.Path, f.Data, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // auditSink is where the audit trail goes: the journal when there is one
