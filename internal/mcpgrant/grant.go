@@ -22,12 +22,14 @@ type Grant struct {
 // Error is a server that cannot be granted, for a reason that does not
 // name it (token failures do, and are returned as ReadToken makes them).
 type Error struct {
-	Name string
-	Err  error
+	Name string // the server
+	Err  error  // what failed
 }
 
+// Error says which server failed and why.
 func (e *Error) Error() string { return "soda-mcp@" + e.Name + ": " + e.Err.Error() }
 
+// Unwrap returns Err.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Grant resolves server name (Resolve) to its grant; reservedPort is a
