@@ -286,7 +286,7 @@ func TestServerStartedByHand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mcpGrants: %v", err)
 	}
-	if len(servers) != 1 || servers[0].port != 18100 || servers[0].URL != "http://127.0.0.1:18100/mcp" || servers[0].Token != tok {
+	if len(servers) != 1 || servers[0].Port != 18100 || servers[0].Entry.URL != "http://127.0.0.1:18100/mcp" || servers[0].Entry.Token != tok {
 		t.Errorf("grant = %+v", servers)
 	}
 }

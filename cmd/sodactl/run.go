@@ -5,24 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"os/user"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/soda-project/soda/internal/clientconfig"
+	"github.com/soda-project/soda/internal/agentconf"
+	"github.com/soda-project/soda/internal/auditsink"
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/mcpgrant"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/systemd"
+	"github.com/soda-project/soda/internal/workhome"
 )
 
 const runUsage = `Usage: sodactl run [OPTIONS] -- COMMAND [ARGS...]
@@ -170,42 +169,38 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	if err != nil {
 		return exitSandbox, err
 	}
-	for _, srv := range servers {
-		spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, srv.port)
-	}
+	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, mcpgrant.Ports(servers)...)
 
 	// A private home, with the agents' MCP configuration in it.
-	stateDir, err := sandboxStateDir()
+	homes, err := workhome.Open(workhome.StateDir(os.Geteuid(), os.Getenv), os.Geteuid())
 	if err != nil {
 		return exitSandbox, err
 	}
-	sweepHomes(stateDir, log)
-	home, unlock, err := newHome(stateDir)
+	homes.Sweep(log)
+	h, err := homes.New()
 	if err != nil {
 		return exitSandbox, err
 	}
+	home := h.Path()
 	defer func() {
-		if err := removeTree(home); err != nil {
+		if err := h.Remove(); err != nil {
 			log.Warn("remove sandbox home", "home", home, "err", err)
 		}
-		unlock()
 	}()
-	if len(servers) > 0 {
-		if err := writeAgentFiles(home, servers); err != nil {
-			return exitSandbox, fmt.Errorf("write the agents' MCP configuration: %w", err)
-		}
-		spec.TrustedEnv = append(spec.TrustedEnv, "SODA_MCP_CONFIG="+filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
-		spec.Argv = agentArgv(argv, filepath.Join(sandbox.SandboxHome, clientconfig.MCPConfigPath))
+	agent, err := agentconf.Write(home, sandbox.SandboxHome, argv, servers)
+	if err != nil {
+		return exitSandbox, fmt.Errorf("write the agents' MCP configuration: %w", err)
 	}
+	spec.Argv, spec.TrustedEnv = agent.Argv, append(spec.TrustedEnv, agent.Env...)
 	spec.Home = home
 
-	audit, closeAudit, err := auditSink(ro.auditJSON, ro.auditMax, append(slices.Clone(spec.ReadWrite), spec.ReadOnly...))
+	audit, err := auditSink(ro.auditJSON, ro.auditMax, append(slices.Clone(spec.ReadWrite), spec.ReadOnly...))
 	if err != nil {
 		return exitSandbox, err
 	}
-	defer closeAudit()
+	defer audit.Close()
 	ecfg := sandbox.Detect()
-	ecfg.Log, ecfg.Audit = log, audit
+	ecfg.Log, ecfg.Audit = log, audit.Write
 	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
 		return exitSandbox, err
 	}
@@ -254,76 +249,6 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", argv[0], ro.timeout)
 	}
 	return st.Code, nil
-}
-
-// agentArgv is the command line of an agent granted MCP servers: Claude
-// Code gets --mcp-config=FILE first, as one word so that it cannot take
-// the arguments after it as more files; other commands run unchanged.
-func agentArgv(argv []string, mcpConfig string) []string {
-	if filepath.Base(argv[0]) != "claude" {
-		return argv
-	}
-	return append([]string{argv[0], clientconfig.ClaudeMCPConfigArg(mcpConfig)}, argv[1:]...)
-}
-
-// newHome makes a private home for one sandbox in dir, with a lock file
-// held while the sandbox runs, so that a later sodactl can tell a home
-// left by a killed one (unlocked) from one in use.
-func newHome(dir string) (home string, unlock func(), err error) {
-	lock, err := os.CreateTemp(dir, "home-*.lock")
-	if err != nil {
-		return "", nil, fmt.Errorf("create sandbox home: %w", err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return "", nil, fmt.Errorf("lock sandbox home: %w", err)
-	}
-	home = strings.TrimSuffix(lock.Name(), ".lock")
-	if err := os.Mkdir(home, 0o700); err != nil {
-		lock.Close()
-		os.Remove(lock.Name())
-		return "", nil, fmt.Errorf("create sandbox home: %w", err)
-	}
-	return home, func() {
-		os.Remove(lock.Name())
-		lock.Close()
-	}, nil
-}
-
-// sweepHomes removes the homes that sandboxes killed before they could
-// clean up left in dir (their lock is free).
-func sweepHomes(dir string, log *slog.Logger) {
-	locks, _ := filepath.Glob(filepath.Join(dir, "home-*.lock"))
-	for _, l := range locks {
-		f, err := os.Open(l)
-		if err != nil {
-			continue
-		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-			home := strings.TrimSuffix(l, ".lock")
-			if err := removeTree(home); err != nil {
-				log.Warn("remove stale sandbox home", "home", home, "err", err)
-			} else {
-				os.Remove(l)
-			}
-		}
-		f.Close()
-	}
-}
-
-// removeTree removes dir and everything in it, first giving back the
-// owner's permissions on directories the sandbox made unreadable.
-func removeTree(dir string) error {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() && d.Type()&fs.ModeSymlink == 0 {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
 }
 
 // sudoHome is the home of the user who ran sudo, if any.
@@ -410,102 +335,45 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 	return spec, nil
 }
 
-// mcpServer is a granted soda-mcp@NAME: its client entry and its port.
-type mcpServer struct {
-	clientconfig.Server
-	port uint16
-}
-
-// mcpGrants reads the configuration and token of each granted server.
-func mcpGrants(opts *options, names []string) ([]mcpServer, error) {
-	var servers []mcpServer
+// mcpGrants resolves the --mcp servers; --token-file stands for the
+// token of a single one.
+func mcpGrants(opts *options, names []string) ([]mcpgrant.Grant, error) {
+	r := opts.resolver()
+	var grants []mcpgrant.Grant
 	for _, name := range names {
 		if err := config.ValidName(name); err != nil {
 			return nil, usagef("sodactl run", "--mcp: %v", err)
 		}
-		t, err := resolve(opts, name, false)
+		tokenFile := ""
+		if len(names) == 1 {
+			tokenFile = opts.tokenFile
+		}
+		g, err := r.Grant(name, sandbox.DefaultProxyPort, tokenFile)
+		var ge *mcpgrant.Error
+		if errors.As(err, &ge) {
+			return nil, fmt.Errorf("--mcp %s: %w", name, ge.Err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("--mcp %s: %w", name, err)
+			return nil, err
 		}
-		cfg := t.cfg
-		_, portStr, err := net.SplitHostPort(cfg.Bridge.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("--mcp %s: Listen=%s: %w", name, cfg.Bridge.Listen, err)
-		}
-		port, err := strconv.ParseUint(portStr, 10, 16)
-		if err != nil || port == 0 {
-			return nil, fmt.Errorf("--mcp %s: Listen=%s has no TCP port", name, cfg.Bridge.Listen)
-		}
-		if port == sandbox.DefaultProxyPort {
-			return nil, fmt.Errorf("--mcp %s: its port %d is the sandbox's proxy port", name, port)
-		}
-		srv := mcpServer{Server: clientconfig.Server{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port)}, port: uint16(port)}
-		if cfg.Bridge.Auth != "none" {
-			tokenPath := cfg.Bridge.TokenFile
-			if opts.tokenFile != "" && len(names) == 1 {
-				tokenPath = opts.tokenFile
-			}
-			if srv.Token, err = readToken(name, tokenPath); err != nil {
-				return nil, err
-			}
-		}
-		servers = append(servers, srv)
+		grants = append(grants, g)
 	}
-	return servers, nil
-}
-
-// writeAgentFiles writes the agents' MCP configuration into home.
-func writeAgentFiles(home string, servers []mcpServer) error {
-	entries := make([]clientconfig.Server, len(servers))
-	for i, s := range servers {
-		entries[i] = s.Server
-	}
-	files, err := clientconfig.AgentFiles(entries)
-	if err != nil {
-		return err
-	}
-	// Through os.Root: nothing written here can leave the home, whatever
-	// is in it.
-	root, err := os.OpenRoot(home)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	for _, f := range files {
-		if err := root.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-			return err
-		}
-		if err := root.WriteFile(f.Path, f.Data, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
+	return grants, nil
 }
 
 // auditSink is where the audit trail goes: the journal when there is one
-// (journalctl SODA_SANDBOX=ID), and the --audit-json file if given.
-// The JSON file is opened as OpenAuditFile allows (outside every grant, no
-// link followed) and written up to maxBytes.
-func auditSink(jsonPath string, maxBytes int64, grants []string) (sink func(sandbox.Record), closeFn func(), err error) {
-	var sinks []func(sandbox.Record)
-	closeFn = func() {}
+// (journalctl SODA_SANDBOX=ID), and the --audit-json file if given,
+// outside every grant and written up to maxBytes.
+func auditSink(jsonPath string, maxBytes int64, grants []string) (*auditsink.Sink, error) {
+	o := auditsink.Options{JSONPath: jsonPath, JSONMax: maxBytes, Grants: grants}
 	if systemd.JournalAvailable() {
-		sinks = append(sinks, sandbox.LogAudit(slog.New(systemd.NewJournalHandler(slog.LevelInfo))))
+		o.Journal = slog.New(systemd.NewJournalHandler(slog.LevelInfo))
 	}
-	if jsonPath != "" {
-		f, err := sandbox.OpenAuditFile(jsonPath, grants)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--audit-json: %w", err)
-		}
-		j := sandbox.NewJSONAudit(f, maxBytes)
-		closeFn = func() { j.Close(); f.Close() }
-		sinks = append(sinks, j.Write)
+	s, err := auditsink.Open(o)
+	if err != nil {
+		return nil, fmt.Errorf("--audit-json: %w", err)
 	}
-	return func(r sandbox.Record) {
-		for _, s := range sinks {
-			s(r)
-		}
-	}, closeFn, nil
+	return s, nil
 }
 
 // attachTerminal prepares the caller's terminal: on one, the command gets
@@ -539,32 +407,6 @@ func attachTerminal(spec *sandbox.Spec) (restore func(), err error) {
 		undo = append(undo, r)
 	}
 	return restore, nil
-}
-
-// sandboxStateDir is where sandbox homes live on the host: under
-// /run/soda/sandbox for root, else under the user's runtime directory.
-func sandboxStateDir() (string, error) {
-	dir := "/run/soda/sandbox"
-	if os.Geteuid() != 0 {
-		base := os.Getenv("XDG_RUNTIME_DIR")
-		if base == "" {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, fmt.Sprintf("soda-sandbox-%d", os.Getuid()))
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create %s: %w", dir, err)
-	}
-	// In a shared /tmp someone else may have made it first: it must be a
-	// real directory of ours that nobody else can write to.
-	var st syscall.Stat_t
-	if err := syscall.Lstat(dir, &st); err != nil {
-		return "", fmt.Errorf("check %s: %w", dir, err)
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return "", fmt.Errorf("%s is not a directory owned by uid %d and writable only by it; remove it or set XDG_RUNTIME_DIR", dir, os.Geteuid())
-	}
-	return dir, nil
 }
 
 // parseSize parses a size flag in NAME.conf's grammar (config.ParseBytes);

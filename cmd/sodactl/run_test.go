@@ -89,30 +89,3 @@ func TestRunCommandLine(t *testing.T) {
 		})
 	}
 }
-
-// TestAgentArgv: Claude Code gets its MCP configuration as one word
-// (--mcp-config is variadic in Claude Code: "--mcp-config FILE" followed
-// by a prompt read the prompt as a second file), before the user's
-// arguments, which are kept in order; other agents run unchanged.
-func TestAgentArgv(t *testing.T) {
-	const cfg = "/home/agent/.soda/mcp.json"
-	tests := []struct {
-		argv, want []string
-	}{
-		{[]string{"claude", "fix the bug"}, []string{"claude", "--mcp-config=" + cfg, "fix the bug"}},
-		{[]string{"/usr/local/bin/claude", "mcp", "list"}, []string{"/usr/local/bin/claude", "--mcp-config=" + cfg, "mcp", "list"}},
-		{[]string{"claude"}, []string{"claude", "--mcp-config=" + cfg}},
-		{[]string{"codex", "fix the bug"}, []string{"codex", "fix the bug"}},
-	}
-	for _, tt := range tests {
-		got := agentArgv(tt.argv, cfg)
-		if strings.Join(got, "\x00") != strings.Join(tt.want, "\x00") {
-			t.Errorf("agentArgv(%q) = %q, want %q", tt.argv, got, tt.want)
-		}
-		for i, a := range got {
-			if a == "--mcp-config" && i+1 < len(got) {
-				t.Errorf("agentArgv(%q): --mcp-config as its own word swallows %q", tt.argv, got[i+1:])
-			}
-		}
-	}
-}

@@ -151,7 +151,7 @@ func mcpStatus(opts *options, args []string, stdout io.Writer) error {
 	defer cancel()
 	v := collect(ctx, opts, []string{name})[0]
 	if v.Config == "" && v.Runtime == nil {
-		_, err := resolve(opts, name, false)
+		_, err := opts.resolver().Resolve(name)
 		return err
 	}
 	fmt.Fprintf(stdout, "soda-mcp@%s\n", v.Name)

@@ -23,6 +23,7 @@ import (
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox/wire"
+	"github.com/soda-project/soda/internal/throttle"
 )
 
 // startTimeout bounds the time from clone to the command's exec.
@@ -49,10 +50,10 @@ type Sandbox struct {
 	proxy  *egress.Proxy
 	egress *net.UnixConn
 
-	cgroupDegraded bool             // the cgroup layer was waived (--allow-degraded)
-	pendingScope   chan scopeResult // a systemd placer being connected, not taken yet
-	logGate        rateGate         // egress lines on the log (the audit sink has all)
-	seq            atomic.Uint64    // the last audit record's sequence number
+	cgroupDegraded bool               // the cgroup layer was waived (--allow-degraded)
+	pendingScope   chan scopeResult   // a systemd placer being connected, not taken yet
+	logGate        *throttle.Throttle // egress lines on the log (the audit sink has all)
+	seq            atomic.Uint64      // the last audit record's sequence number
 
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
@@ -88,7 +89,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		return nil, errors.New("sandbox: this engine runs closed-network sandboxes only (Spec.NoNetwork)")
 	}
 	log = log.With("sandbox", spec.ID)
-	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{})}
+	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{}), logGate: throttle.New(logRate)}
 	defer func() {
 		if err != nil {
 			sb.cleanup(context.WithoutCancel(ctx))

@@ -372,25 +372,6 @@ func TestGrantSwappedForSymlink(t *testing.T) {
 	}
 }
 
-func TestRateGate(t *testing.T) {
-	var g rateGate
-	var reported []int
-	report := func(n int) { reported = append(reported, n) }
-	t0 := time.Unix(1000, 0)
-	passed := 0
-	for i := 0; i < logRate+50; i++ {
-		if g.allow(t0.Add(time.Duration(i)*time.Microsecond), report) {
-			passed++
-		}
-	}
-	if passed != logRate {
-		t.Errorf("%d of %d passed in one second, want %d", passed, logRate+50, logRate)
-	}
-	if !g.allow(t0.Add(2*time.Second), report) || len(reported) != 1 || reported[0] != 50 {
-		t.Errorf("next window: reported %v, want [50]", reported)
-	}
-}
-
 // TestUnenforcedErrorNamesGroupOnce: the refusal for limits a group cannot
 // enforce names the group once ("cgroup cgroup cannot enforce" before).
 func TestUnenforcedErrorNamesGroupOnce(t *testing.T) {
