@@ -68,7 +68,7 @@ func confine(cfg *initConfig, report func(statusMsg)) (Layer, error) {
 	if unavailable(cfg, LayerSeccomp) {
 		err = errors.New("unavailable (test knob)")
 	} else if err = seccomp.Available(); err == nil {
-		err = seccomp.Install(seccomp.Options{})
+		err = seccomp.Install()
 	}
 	switch {
 	case err != nil && degraded(cfg, LayerSeccomp):
