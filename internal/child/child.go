@@ -289,9 +289,6 @@ func (p *Process) ExitStatus() string {
 	return p.waitErr.Error()
 }
 
-// ExitErr returns the error from waiting for the child; valid after Exited.
-func (p *Process) ExitErr() error { return p.waitErr }
-
 // Stop shuts the child down following the MCP stdio rules and kills whatever
 // is left in its group. It is safe to call more than once and from several
 // goroutines; every call returns when the group is empty and released.
