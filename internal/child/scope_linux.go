@@ -55,7 +55,7 @@ type ScopePlacer struct {
 	dial   func(context.Context) (*sdbus.Conn, error)
 	noGate bool
 	// lockDir holds the lock files that mark live owners (see
-	// scopelock.go); "" disables them, and with them SweepLeftovers.
+	// scopelock_linux.go); "" disables them, and with them SweepLeftovers.
 	lockDir  string
 	lockWarn sync.Once
 
