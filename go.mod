@@ -8,6 +8,7 @@ require (
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/godbus/dbus/v5 v5.1.0
 	github.com/landlock-lsm/go-landlock v0.11.2
+	github.com/moby/sys/mountinfo v0.7.3
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/opencontainers/runtime-spec v1.3.0
 	golang.org/x/net v0.62.0

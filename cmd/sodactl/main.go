@@ -1,5 +1,7 @@
 // Command sodactl is soda's command-line front for operators and users: it
-// prints MCP bearer tokens and client configuration snippets. See sodactl(1).
+// runs agents in a sandbox (sodactl run), lists soda's MCP bridges and
+// their status, and prints their bearer tokens and client configuration
+// snippets. See sodactl(1).
 package main
 
 import (

@@ -58,4 +58,10 @@
 //
 // Every attempt, allowed or denied, produces exactly one Event for the
 // audit log, with the bytes relayed each way and the duration.
+//
+// The package is Linux-only: the relay serves a Linux network namespace,
+// the control socket checks what it is passed with SO_DOMAIN, the pump
+// reads TCP_INFO, and the host's own addresses come from rtnetlink. Every
+// file with code is a _linux.go file; on other systems the package is
+// this comment alone.
 package egress

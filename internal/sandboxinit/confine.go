@@ -70,7 +70,7 @@ func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 	if unavailable(cfg, wire.LayerSeccomp) {
 		err = errors.New("unavailable (test knob)")
 	} else if err = seccomp.Available(); err == nil {
-		err = seccomp.Install(seccomp.Options{})
+		err = seccomp.Install()
 	}
 	switch {
 	case err != nil && degraded(cfg, wire.LayerSeccomp):

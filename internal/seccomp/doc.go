@@ -17,7 +17,7 @@
 //
 //	runtime.LockOSThread()
 //	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil { … }
-//	if err := seccomp.Install(seccomp.Options{}); err != nil { … }
+//	if err := seccomp.Install(); err != nil { … }
 //	proc, err := os.StartProcess(path, argv, attr)
 //
 // no_new_privs is a per-thread attribute, hence the locked thread: Install
@@ -26,8 +26,8 @@
 // installed with SECCOMP_FILTER_FLAG_TSYNC, so every thread of the Go
 // process gets it (and no_new_privs) atomically, and it is inherited
 // across fork and exec by everything the agent starts. Available says
-// whether the kernel can enforce it; Program and Summary expose the
-// program and its rule counts for tests, sodactl and the audit record.
+// whether the kernel can enforce it; Program returns the program itself,
+// which the tests run through x/net/bpf's VM.
 //
 // # Policy
 //
@@ -58,10 +58,9 @@
 //     architectures, whose clone argument orders otherwise differ);
 //     ioctl TIOCSTI, TIOCLINUX and TIOCCONS (CVE-2019-10063 style terminal
 //     injection); socket other than AF_INET/AF_INET6 with SOCK_STREAM or
-//     SOCK_DGRAM (SOCK_CLOEXEC and SOCK_NONBLOCK are masked off the type),
-//     plus AF_UNIX when Options.AllowUnixSockets is set; socketpair other
-//     than AF_UNIX; kill(-1, …); kill, tkill, tgkill, rt_sigqueueinfo and
-//     rt_tgsigqueueinfo aimed at PID 1 (the sandbox's init, which runs
+//     SOCK_DGRAM (SOCK_CLOEXEC and SOCK_NONBLOCK are masked off the type);
+//     socketpair other than AF_UNIX; kill(-1, …); kill, tkill, tgkill,
+//     rt_sigqueueinfo and rt_tgsigqueueinfo aimed at PID 1 (the sandbox's init, which runs
 //     under this filter too and relays the sandbox's egress), and
 //     prlimit64 on it or fcntl F_SETOWN to it (F_SETOWN_EX altogether);
 //     chmod, fchmod, fchmodat(2), open, openat, creat, mknod(at) and
@@ -102,7 +101,7 @@
 // word of each argument (offset 16+8*i: both supported architectures are
 // little-endian).
 //
-// AF_UNIX off by default. Unix sockets reach host daemons through any
+// No AF_UNIX socket. Unix sockets reach host daemons through any
 // socket file the mount namespace and Landlock leave visible. Programs that
 // use them opportunistically carry on after EPERM: glibc's nscd client, the
 // syslog(3) /dev/log writer. socketpair(AF_UNIX) stays allowed: it reaches

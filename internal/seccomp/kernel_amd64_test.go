@@ -48,11 +48,11 @@ func archProbeCases() []probeCase {
 }
 
 func TestX32Killed(t *testing.T) {
-	r := runChild(t, "x32_getpid", Options{}, true, "")
+	r := runChild(t, "x32_getpid", true, "")
 	if !killedBySIGSYS(r.state) {
 		t.Fatalf("x32 getpid under the filter: %v, result %q; want death by SIGSYS", r.state, r.result())
 	}
-	c := runChild(t, "x32_getpid", Options{}, false, "")
+	c := runChild(t, "x32_getpid", false, "")
 	t.Logf("without the filter the kernel answers %q (%v)", c.result(), c.state)
 }
 
@@ -87,13 +87,13 @@ func TestI386SyscallKilled(t *testing.T) {
 	// all (a kernel without IA32 emulation, or booted with
 	// ia32_emulation=0), and there int $0x80 faults with no filter in
 	// place, so a death under the filter would prove nothing.
-	c := runChild(t, probeExec, Options{}, false, dir, bin)
+	c := runChild(t, probeExec, false, dir, bin)
 	if skip, err := int80Control(c.state, c.stdout); err != nil {
 		t.Fatal(err)
 	} else if skip != "" {
 		t.Skip(skip)
 	}
-	r := runChild(t, probeExec, Options{}, true, dir, bin)
+	r := runChild(t, probeExec, true, dir, bin)
 	if !killedBySIGSYS(r.state) {
 		t.Fatalf("int $0x80 under the filter: %v, stdout %q; want death by SIGSYS", r.state, r.stdout)
 	}

@@ -27,7 +27,6 @@ import (
 // and prints "result=<OK|errno name>".
 const (
 	childEnv    = "SODA_SECCOMP_TEST_CHILD"
-	unixEnv     = "SODA_SECCOMP_TEST_UNIX"     // "1": Options.AllowUnixSockets
 	noFilterEnv = "SODA_SECCOMP_TEST_NOFILTER" // "1": skip Install (control run)
 	resultTag   = "result="
 )
@@ -49,7 +48,6 @@ func TestMain(m *testing.M) {
 // child is the re-executed test binary.
 func child(probe string) int {
 	runtime.LockOSThread()
-	opts := Options{AllowUnixSockets: os.Getenv(unixEnv) == "1"}
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, "child: "+format+"\n", args...)
 		return 2
@@ -60,7 +58,7 @@ func child(probe string) int {
 			fmt.Println(resultTag + "inherited-nnp")
 			return 0
 		}
-		err := Install(opts)
+		err := Install()
 		fmt.Println(resultTag + errResult(err))
 		if err != nil {
 			fmt.Println("error=" + err.Error())
@@ -93,7 +91,7 @@ func child(probe string) int {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fail("prctl(PR_SET_NO_NEW_PRIVS): %v", err)
 		}
-		if err := Install(opts); err != nil {
+		if err := Install(); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -350,7 +348,7 @@ func (r childRun) result() string {
 }
 
 // runChild re-executes the test binary for probe.
-func runChild(t *testing.T, probe string, opts Options, filter bool, dir string, args ...string) childRun {
+func runChild(t *testing.T, probe string, filter bool, dir string, args ...string) childRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -362,9 +360,6 @@ func runChild(t *testing.T, probe string, opts Options, filter bool, dir string,
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), childEnv+"="+probe)
-	if opts.AllowUnixSockets {
-		cmd.Env = append(cmd.Env, unixEnv+"=1")
-	}
 	if !filter {
 		cmd.Env = append(cmd.Env, noFilterEnv+"=1")
 	}
@@ -390,7 +385,6 @@ func killedBySIGSYS(state *os.ProcessState) bool {
 // probeCase is one probe run by TestKernelProbes.
 type probeCase struct {
 	probe string
-	opts  Options
 	want  []string // accepted results under the filter
 	// control lists the accepted results without the filter, to show
 	// that the filter, not the kernel, gave the answer; nil skips the
@@ -403,102 +397,95 @@ func TestKernelProbes(t *testing.T) {
 	if err := Available(); err != nil {
 		t.Fatalf("kernel cannot run the probes: %v", err)
 	}
-	unixOn := Options{AllowUnixSockets: true}
 	tests := []probeCase{
-		{"unshare_newuser", Options{}, []string{"EPERM"}, []string{"EINVAL"}},
-		{"setns", Options{}, []string{"EPERM"}, []string{"EBADF"}},
-		{"clone_newuser", Options{}, []string{"EPERM"}, []string{"EINVAL"}},
-		{"clone_plain", Options{}, []string{"EINVAL"}, []string{"EINVAL"}},
-		{"clone3", Options{}, []string{"ENOSYS"}, []string{"EINVAL"}},
-		{"mount", Options{}, []string{"EPERM"}, nil},
-		{"umount2", Options{}, []string{"EPERM"}, nil},
-		{"chroot", Options{}, []string{"EPERM"}, nil},
-		{"pivot_root", Options{}, []string{"EPERM"}, nil},
-		{"fsopen", Options{}, []string{"EPERM"}, nil},
-		{"open_tree", Options{}, []string{"EPERM"}, nil},
-		{"open_tree_attr", Options{}, []string{"EPERM"}, nil},
-		{"mount_setattr", Options{}, []string{"EPERM"}, nil},
-		{"ptrace_traceme", Options{}, []string{"EPERM"}, nil},
-		{"process_vm_readv", Options{}, []string{"EPERM"}, []string{"OK"}},
-		{"pidfd_getfd", Options{}, []string{"EPERM"}, []string{"EBADF"}},
-		{"pidfd_send_signal", Options{}, []string{"EPERM"}, []string{"EBADF"}},
-		{"process_madvise", Options{}, []string{"EPERM"}, []string{"EBADF"}},
-		{"kcmp", Options{}, []string{"EPERM"}, nil},
-		{"kill_all", Options{}, []string{"EPERM"}, nil},
-		{"kill_self", Options{}, []string{"OK"}, []string{"OK"}},
-		{"kill_pgrp", Options{}, []string{"OK"}, []string{"OK"}},
-		{"tkill_self", Options{}, []string{"OK"}, []string{"OK"}},
-		{"migrate_pages", Options{}, []string{"EPERM"}, nil},
-		{"move_pages", Options{}, []string{"EPERM"}, nil},
-		{"io_uring_setup", Options{}, []string{"ENOSYS"}, nil},
-		{"memfd_create", Options{}, []string{"EPERM"}, []string{"OK"}},
-		{"memfd_secret", Options{}, []string{"EPERM"}, nil},
-		{"userfaultfd", Options{}, []string{"EPERM"}, nil},
-		{"bpf", Options{}, []string{"EPERM"}, nil},
-		{"perf_event_open", Options{}, []string{"EPERM"}, nil},
-		{"keyctl", Options{}, []string{"EPERM"}, nil},
-		{"add_key", Options{}, []string{"EPERM"}, []string{"EFAULT"}},
-		{"lsm_list_modules", Options{}, []string{"EPERM"}, nil},
-		{"fanotify_init", Options{}, []string{"EPERM"}, nil},
-		{"name_to_handle_at", Options{}, []string{"EPERM"}, []string{"EFAULT"}},
-		{"open_by_handle_at", Options{}, []string{"EPERM"}, nil},
-		{"quotactl_fd", Options{}, []string{"EPERM"}, []string{"EBADF"}},
-		{"kexec_load", Options{}, []string{"EPERM"}, nil},
-		{"finit_module", Options{}, []string{"EPERM"}, nil},
-		{"delete_module", Options{}, []string{"EPERM"}, nil},
-		{"reboot", Options{}, []string{"EPERM"}, nil},
-		{"swapon", Options{}, []string{"EPERM"}, nil},
-		{"acct", Options{}, []string{"EPERM"}, nil},
-		{"syslog", Options{}, []string{"EPERM"}, nil},
-		{"clock_settime", Options{}, []string{"EPERM"}, []string{"EFAULT"}},
-		{"adjtimex", Options{}, []string{"EPERM"}, []string{"EFAULT"}},
-		{"ioctl_tiocsti", Options{}, []string{"EPERM"}, []string{"ENOTTY"}},
-		{"ioctl_tiocsti_high", Options{}, []string{"EPERM"}, []string{"ENOTTY"}},
-		{"ioctl_tioclinux", Options{}, []string{"EPERM"}, []string{"ENOTTY"}},
-		{"ioctl_tioccons", Options{}, []string{"EPERM"}, nil},
-		{"ioctl_tiocgwinsz", Options{}, []string{"ENOTTY"}, []string{"ENOTTY"}},
-		{"socket_inet_stream_cloexec", Options{}, []string{"OK"}, []string{"OK"}},
-		{"socket_inet6_dgram_nonblock", Options{}, []string{"OK", "EAFNOSUPPORT"}, nil},
-		{"socket_inet_raw", unixOn, []string{"EPERM"}, nil},
-		{"socket_unix", Options{}, []string{"EPERM"}, []string{"OK"}},
-		{"socket_unix", unixOn, []string{"OK"}, nil},
-		{"socket_netlink", Options{}, []string{"EPERM"}, []string{"OK"}},
-		{"socket_netlink", unixOn, []string{"EPERM"}, nil},
-		{"socket_vsock", unixOn, []string{"EPERM"}, nil},
-		{"socket_packet", unixOn, []string{"EPERM"}, nil},
-		{"socket_alg", unixOn, []string{"EPERM"}, nil},
-		{"socketpair_unix", Options{}, []string{"OK"}, []string{"OK"}},
-		{"socketpair_inet", Options{}, []string{"EPERM"}, []string{"ENOTSUP"}}, // EOPNOTSUPP == ENOTSUP on Linux
-		{"personality_query", Options{}, []string{"OK"}, []string{"OK"}},
-		{"personality_linux", Options{}, []string{"OK"}, []string{"OK"}},
-		{"personality_no_randomize", Options{}, []string{"EPERM"}, []string{"OK"}},
-		{"execveat_empty_path", Options{}, []string{"EPERM"}, []string{"EBADF"}},
-		{"execveat_path", Options{}, []string{"ENOENT"}, []string{"ENOENT"}},
-		{"prctl_set_mm", Options{}, []string{"EPERM"}, []string{"EINVAL"}},
-		{"prctl_get_dumpable", Options{}, []string{"OK"}, []string{"OK"}},
-		{"seccomp_get_action_avail", Options{}, []string{"OK"}, []string{"OK"}},
-		{"landlock_create_ruleset_v", Options{}, []string{"OK", "ENOTSUP"}, nil},
+		{"unshare_newuser", []string{"EPERM"}, []string{"EINVAL"}},
+		{"setns", []string{"EPERM"}, []string{"EBADF"}},
+		{"clone_newuser", []string{"EPERM"}, []string{"EINVAL"}},
+		{"clone_plain", []string{"EINVAL"}, []string{"EINVAL"}},
+		{"clone3", []string{"ENOSYS"}, []string{"EINVAL"}},
+		{"mount", []string{"EPERM"}, nil},
+		{"umount2", []string{"EPERM"}, nil},
+		{"chroot", []string{"EPERM"}, nil},
+		{"pivot_root", []string{"EPERM"}, nil},
+		{"fsopen", []string{"EPERM"}, nil},
+		{"open_tree", []string{"EPERM"}, nil},
+		{"open_tree_attr", []string{"EPERM"}, nil},
+		{"mount_setattr", []string{"EPERM"}, nil},
+		{"ptrace_traceme", []string{"EPERM"}, nil},
+		{"process_vm_readv", []string{"EPERM"}, []string{"OK"}},
+		{"pidfd_getfd", []string{"EPERM"}, []string{"EBADF"}},
+		{"pidfd_send_signal", []string{"EPERM"}, []string{"EBADF"}},
+		{"process_madvise", []string{"EPERM"}, []string{"EBADF"}},
+		{"kcmp", []string{"EPERM"}, nil},
+		{"kill_all", []string{"EPERM"}, nil},
+		{"kill_self", []string{"OK"}, []string{"OK"}},
+		{"kill_pgrp", []string{"OK"}, []string{"OK"}},
+		{"tkill_self", []string{"OK"}, []string{"OK"}},
+		{"migrate_pages", []string{"EPERM"}, nil},
+		{"move_pages", []string{"EPERM"}, nil},
+		{"io_uring_setup", []string{"ENOSYS"}, nil},
+		{"memfd_create", []string{"EPERM"}, []string{"OK"}},
+		{"memfd_secret", []string{"EPERM"}, nil},
+		{"userfaultfd", []string{"EPERM"}, nil},
+		{"bpf", []string{"EPERM"}, nil},
+		{"perf_event_open", []string{"EPERM"}, nil},
+		{"keyctl", []string{"EPERM"}, nil},
+		{"add_key", []string{"EPERM"}, []string{"EFAULT"}},
+		{"lsm_list_modules", []string{"EPERM"}, nil},
+		{"fanotify_init", []string{"EPERM"}, nil},
+		{"name_to_handle_at", []string{"EPERM"}, []string{"EFAULT"}},
+		{"open_by_handle_at", []string{"EPERM"}, nil},
+		{"quotactl_fd", []string{"EPERM"}, []string{"EBADF"}},
+		{"kexec_load", []string{"EPERM"}, nil},
+		{"finit_module", []string{"EPERM"}, nil},
+		{"delete_module", []string{"EPERM"}, nil},
+		{"reboot", []string{"EPERM"}, nil},
+		{"swapon", []string{"EPERM"}, nil},
+		{"acct", []string{"EPERM"}, nil},
+		{"syslog", []string{"EPERM"}, nil},
+		{"clock_settime", []string{"EPERM"}, []string{"EFAULT"}},
+		{"adjtimex", []string{"EPERM"}, []string{"EFAULT"}},
+		{"ioctl_tiocsti", []string{"EPERM"}, []string{"ENOTTY"}},
+		{"ioctl_tiocsti_high", []string{"EPERM"}, []string{"ENOTTY"}},
+		{"ioctl_tioclinux", []string{"EPERM"}, []string{"ENOTTY"}},
+		{"ioctl_tioccons", []string{"EPERM"}, nil},
+		{"ioctl_tiocgwinsz", []string{"ENOTTY"}, []string{"ENOTTY"}},
+		{"socket_inet_stream_cloexec", []string{"OK"}, []string{"OK"}},
+		{"socket_inet6_dgram_nonblock", []string{"OK", "EAFNOSUPPORT"}, nil},
+		{"socket_inet_raw", []string{"EPERM"}, nil},
+		{"socket_unix", []string{"EPERM"}, []string{"OK"}},
+		{"socket_netlink", []string{"EPERM"}, []string{"OK"}},
+		{"socket_vsock", []string{"EPERM"}, nil},
+		{"socket_packet", []string{"EPERM"}, nil},
+		{"socket_alg", []string{"EPERM"}, nil},
+		{"socketpair_unix", []string{"OK"}, []string{"OK"}},
+		{"socketpair_inet", []string{"EPERM"}, []string{"ENOTSUP"}}, // EOPNOTSUPP == ENOTSUP on Linux
+		{"personality_query", []string{"OK"}, []string{"OK"}},
+		{"personality_linux", []string{"OK"}, []string{"OK"}},
+		{"personality_no_randomize", []string{"EPERM"}, []string{"OK"}},
+		{"execveat_empty_path", []string{"EPERM"}, []string{"EBADF"}},
+		{"execveat_path", []string{"ENOENT"}, []string{"ENOENT"}},
+		{"prctl_set_mm", []string{"EPERM"}, []string{"EINVAL"}},
+		{"prctl_get_dumpable", []string{"OK"}, []string{"OK"}},
+		{"seccomp_get_action_avail", []string{"OK"}, []string{"OK"}},
+		{"landlock_create_ruleset_v", []string{"OK", "ENOTSUP"}, nil},
 	}
 	tests = append(tests, archProbeCases()...)
 	known := probes()
 	for _, tc := range tests {
-		name := tc.probe
-		if tc.opts.AllowUnixSockets {
-			name += "/unix"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.probe, func(t *testing.T) {
 			t.Parallel()
 			if known[tc.probe] == nil {
 				t.Fatalf("no probe %q", tc.probe)
 			}
-			r := runChild(t, tc.probe, tc.opts, true, "")
+			r := runChild(t, tc.probe, true, "")
 			if got := r.result(); !slices.Contains(tc.want, got) {
 				t.Errorf("filtered: got %q, want one of %q (state %v, stderr %q)", got, tc.want, r.state, r.stderr)
 			}
 			if tc.control == nil {
 				return
 			}
-			r = runChild(t, tc.probe, tc.opts, false, "")
+			r = runChild(t, tc.probe, false, "")
 			if got := r.result(); !slices.Contains(tc.control, got) {
 				t.Errorf("control (no filter): got %q, want one of %q (stderr %q)", got, tc.control, r.stderr)
 			}
@@ -507,7 +494,7 @@ func TestKernelProbes(t *testing.T) {
 }
 
 func TestInstallRequiresNoNewPrivs(t *testing.T) {
-	r := runChild(t, probeNoNNP, Options{}, true, "")
+	r := runChild(t, probeNoNNP, true, "")
 	switch got := r.result(); got {
 	case "ErrNoNewPrivs":
 		if !strings.Contains(r.stdout, "no_new_privs") || !strings.Contains(r.stdout, "install seccomp filter") {
@@ -521,7 +508,7 @@ func TestInstallRequiresNoNewPrivs(t *testing.T) {
 }
 
 func TestInstallSyncsThreads(t *testing.T) {
-	r := runChild(t, probeTSYNC, Options{}, true, "")
+	r := runChild(t, probeTSYNC, true, "")
 	got := r.result()
 	// no_new_privs and seccomp mode 2 (filter), in /proc order, on a thread that existed
 	// before Install and never called it.
@@ -606,7 +593,7 @@ $g log --oneline | wc -l`}
 			t.Parallel()
 			dir := t.TempDir()
 			argv := tc.argv(t, dir)
-			r := runChild(t, probeExec, Options{}, true, dir, argv...)
+			r := runChild(t, probeExec, true, dir, argv...)
 			if !r.state.Success() {
 				t.Fatalf("%q under the filter: %v\nstdout: %s\nstderr: %s", argv, r.state, r.stdout, r.stderr)
 			}

@@ -214,17 +214,8 @@ func (a *archInfo) resolve(names []string) ([]uint32, error) {
 	return nrs, nil
 }
 
-// compiled is a built filter with the rule counts reported by Summary.
-type compiled struct {
-	prog     []bpf.Instruction
-	eperm    int // syscalls refused with EPERM whatever their arguments
-	enosys   int // syscalls refused with ENOSYS
-	kill     int // kill rules: foreign architecture, x32
-	argRules int // syscalls with argument-dependent rules
-}
-
 // build assembles the filter for arch.
-func build(arch *archInfo, opts Options) (*compiled, error) {
+func build(arch *archInfo) ([]bpf.Instruction, error) {
 	enosys, err := arch.resolve(enosysSyscalls[:])
 	if err != nil {
 		return nil, err
@@ -248,7 +239,6 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 		argNrs[name] = nr
 	}
 
-	c := &compiled{eperm: len(eperm), enosys: len(enosys), kill: 1, argRules: len(argNrs)}
 	a := newAssembler()
 	allow, deny, nosys, kill := a.newLabel(), a.newLabel(), a.newLabel(), a.newLabel()
 
@@ -259,7 +249,6 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 	a.jumpIf(bpf.JumpEqual, arch.auditArch, next, kill)
 	a.emit(bpf.LoadAbsolute{Off: offNr, Size: 4})
 	if arch.x32 {
-		c.kill++
 		a.jumpIf(bpf.JumpGreaterOrEqual, x32SyscallBit, kill, next)
 	}
 
@@ -301,16 +290,12 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 	}
 	a.jump(allow)
 
-	// socket(domain, type, protocol): TCP and UDP over IPv4 and IPv6, and
-	// AF_UNIX if asked for.
+	// socket(domain, type, protocol): TCP and UDP over IPv4 and IPv6.
 	a.bind(blocks["socket"])
 	inet := a.newLabel()
 	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
 	a.jumpIf(bpf.JumpEqual, unix.AF_INET, inet, next)
 	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, inet, next)
-	if opts.AllowUnixSockets {
-		a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, allow, next)
-	}
 	a.jump(deny)
 	a.bind(inet)
 	inetProto := a.newLabel()
@@ -406,6 +391,5 @@ func build(arch *archInfo, opts Options) (*compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: assemble %s filter: %w", arch.name, err)
 	}
-	c.prog = prog
-	return c, nil
+	return prog, nil
 }

@@ -84,9 +84,9 @@ func nrOf(t *testing.T, name string) uintptr {
 }
 
 // newVM loads the filter exactly as Program returns it.
-func newVM(t *testing.T, opts Options) *bpf.VM {
+func newVM(t *testing.T) *bpf.VM {
 	t.Helper()
-	prog, err := Program(opts)
+	prog, err := Program()
 	if err != nil {
 		t.Fatalf("Program: %v", err)
 	}
@@ -164,142 +164,136 @@ func TestProgramRules(t *testing.T) {
 		return retAllow // aarch64 has no x32 ABI; the kernel answers ENOSYS
 	}()
 	foreign := map[bool]uint32{true: unix.AUDIT_ARCH_AARCH64, false: unix.AUDIT_ARCH_X86_64}[x86]
-	unixOn := Options{AllowUnixSockets: true}
-
 	tests := []struct {
 		name string
-		opts Options
 		data seccompData
 		want uint32
 	}{
 		// 1. Architecture.
-		{"i386 getpid (int 0x80)", Options{}, seccompData{NR: 20, Arch: unix.AUDIT_ARCH_I386}, retKill},
-		{"arm (aarch32)", Options{}, seccompData{NR: 20, Arch: unix.AUDIT_ARCH_ARM}, retKill},
-		{"other 64-bit arch", Options{}, seccompData{NR: int32(unix.SYS_GETPID), Arch: foreign}, retKill},
-		{"arch zero", Options{}, seccompData{NR: int32(unix.SYS_GETPID)}, retKill},
-		{"x32 getpid", Options{}, call(t, x32SyscallBit|39), killOnX86},
-		{"x32 read", Options{}, call(t, x32SyscallBit|0), killOnX86},
-		{"nr 0xffffffff", Options{}, call(t, 0xffffffff), killOnX86},
-		{"highest non-x32 nr", Options{}, call(t, x32SyscallBit-1), retAllow},
+		{"i386 getpid (int 0x80)", seccompData{NR: 20, Arch: unix.AUDIT_ARCH_I386}, retKill},
+		{"arm (aarch32)", seccompData{NR: 20, Arch: unix.AUDIT_ARCH_ARM}, retKill},
+		{"other 64-bit arch", seccompData{NR: int32(unix.SYS_GETPID), Arch: foreign}, retKill},
+		{"arch zero", seccompData{NR: int32(unix.SYS_GETPID)}, retKill},
+		{"x32 getpid", call(t, x32SyscallBit|39), killOnX86},
+		{"x32 read", call(t, x32SyscallBit|0), killOnX86},
+		{"nr 0xffffffff", call(t, 0xffffffff), killOnX86},
+		{"highest non-x32 nr", call(t, x32SyscallBit-1), retAllow},
 
 		// Plain syscalls the tools need.
-		{"read", Options{}, call(t, unix.SYS_READ), retAllow},
-		{"openat", Options{}, call(t, unix.SYS_OPENAT), retAllow},
-		{"execve", Options{}, call(t, unix.SYS_EXECVE), retAllow},
-		{"wait4", Options{}, call(t, unix.SYS_WAIT4), retAllow},
-		{"futex", Options{}, call(t, unix.SYS_FUTEX), retAllow},
-		{"tkill", Options{}, call(t, unix.SYS_TKILL, 0xffffffff), retAllow},
-		{"tgkill", Options{}, call(t, unix.SYS_TGKILL), retAllow},
-		{"mbind", Options{}, call(t, unix.SYS_MBIND), retAllow},
-		{"set_mempolicy", Options{}, call(t, unix.SYS_SET_MEMPOLICY), retAllow},
-		{"seccomp (stacking)", Options{}, call(t, unix.SYS_SECCOMP), retAllow},
-		{"landlock_create_ruleset", Options{}, call(t, unix.SYS_LANDLOCK_CREATE_RULESET), retAllow},
-		{"connect (pointer args are not seen)", Options{}, call(t, unix.SYS_CONNECT), retAllow},
+		{"read", call(t, unix.SYS_READ), retAllow},
+		{"openat", call(t, unix.SYS_OPENAT), retAllow},
+		{"execve", call(t, unix.SYS_EXECVE), retAllow},
+		{"wait4", call(t, unix.SYS_WAIT4), retAllow},
+		{"futex", call(t, unix.SYS_FUTEX), retAllow},
+		{"tkill", call(t, unix.SYS_TKILL, 0xffffffff), retAllow},
+		{"tgkill", call(t, unix.SYS_TGKILL), retAllow},
+		{"mbind", call(t, unix.SYS_MBIND), retAllow},
+		{"set_mempolicy", call(t, unix.SYS_SET_MEMPOLICY), retAllow},
+		{"seccomp (stacking)", call(t, unix.SYS_SECCOMP), retAllow},
+		{"landlock_create_ruleset", call(t, unix.SYS_LANDLOCK_CREATE_RULESET), retAllow},
+		{"connect (pointer args are not seen)", call(t, unix.SYS_CONNECT), retAllow},
 
 		// 2. ENOSYS.
-		{"clone3", Options{}, call(t, unix.SYS_CLONE3), retENOSYS},
-		{"io_uring_setup", Options{}, call(t, unix.SYS_IO_URING_SETUP), retENOSYS},
-		{"io_uring_enter", Options{}, call(t, unix.SYS_IO_URING_ENTER), retENOSYS},
-		{"io_uring_register", Options{}, call(t, unix.SYS_IO_URING_REGISTER), retENOSYS},
+		{"clone3", call(t, unix.SYS_CLONE3), retENOSYS},
+		{"io_uring_setup", call(t, unix.SYS_IO_URING_SETUP), retENOSYS},
+		{"io_uring_enter", call(t, unix.SYS_IO_URING_ENTER), retENOSYS},
+		{"io_uring_register", call(t, unix.SYS_IO_URING_REGISTER), retENOSYS},
 
 		// 3. A sample of the unconditional EPERMs (all: TestProgramSweep).
-		{"ptrace", Options{}, call(t, unix.SYS_PTRACE, unix.PTRACE_TRACEME), retEPERM},
-		{"unshare", Options{}, call(t, unix.SYS_UNSHARE, unix.CLONE_FILES), retEPERM},
-		{"memfd_create", Options{}, call(t, unix.SYS_MEMFD_CREATE), retEPERM},
-		{"open_tree_attr", Options{}, call(t, nrOf(t, "open_tree_attr")), retEPERM},
-		{"lsm_list_modules", Options{}, call(t, nrOf(t, "lsm_list_modules")), retEPERM},
+		{"ptrace", call(t, unix.SYS_PTRACE, unix.PTRACE_TRACEME), retEPERM},
+		{"unshare", call(t, unix.SYS_UNSHARE, unix.CLONE_FILES), retEPERM},
+		{"memfd_create", call(t, unix.SYS_MEMFD_CREATE), retEPERM},
+		{"open_tree_attr", call(t, nrOf(t, "open_tree_attr")), retEPERM},
+		{"lsm_list_modules", call(t, nrOf(t, "lsm_list_modules")), retEPERM},
 
 		// 4. clone: flags are arg0 on both architectures.
-		{"clone fork", Options{}, call(t, unix.SYS_CLONE, uint64(unix.SIGCHLD)), retAllow},
-		{"clone thread", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_FS|unix.CLONE_FILES|
+		{"clone fork", call(t, unix.SYS_CLONE, uint64(unix.SIGCHLD)), retAllow},
+		{"clone thread", call(t, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_FS|unix.CLONE_FILES|
 			unix.CLONE_SIGHAND|unix.CLONE_THREAD|unix.CLONE_SYSVSEM|unix.CLONE_SETTLS|
 			unix.CLONE_PARENT_SETTID|unix.CLONE_CHILD_CLEARTID), retAllow},
-		{"clone vfork pidfd", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_VFORK|unix.CLONE_PIDFD|uint64(unix.SIGCHLD)), retAllow},
-		{"clone high word only", Options{}, call(t, unix.SYS_CLONE, hi|uint64(unix.SIGCHLD)), retAllow},
-		{"clone NEWUSER", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWUSER|uint64(unix.SIGCHLD)), retEPERM},
-		{"clone NEWNS", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWNS), retEPERM},
-		{"clone NEWCGROUP", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWCGROUP), retEPERM},
-		{"clone NEWUTS", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWUTS), retEPERM},
-		{"clone NEWIPC", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWIPC), retEPERM},
-		{"clone NEWPID", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWPID), retEPERM},
-		{"clone NEWNET", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWNET|hi), retEPERM},
-		{"clone NEWTIME", Options{}, call(t, unix.SYS_CLONE, unix.CLONE_NEWTIME), retEPERM},
+		{"clone vfork pidfd", call(t, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_VFORK|unix.CLONE_PIDFD|uint64(unix.SIGCHLD)), retAllow},
+		{"clone high word only", call(t, unix.SYS_CLONE, hi|uint64(unix.SIGCHLD)), retAllow},
+		{"clone NEWUSER", call(t, unix.SYS_CLONE, unix.CLONE_NEWUSER|uint64(unix.SIGCHLD)), retEPERM},
+		{"clone NEWNS", call(t, unix.SYS_CLONE, unix.CLONE_NEWNS), retEPERM},
+		{"clone NEWCGROUP", call(t, unix.SYS_CLONE, unix.CLONE_NEWCGROUP), retEPERM},
+		{"clone NEWUTS", call(t, unix.SYS_CLONE, unix.CLONE_NEWUTS), retEPERM},
+		{"clone NEWIPC", call(t, unix.SYS_CLONE, unix.CLONE_NEWIPC), retEPERM},
+		{"clone NEWPID", call(t, unix.SYS_CLONE, unix.CLONE_NEWPID), retEPERM},
+		{"clone NEWNET", call(t, unix.SYS_CLONE, unix.CLONE_NEWNET|hi), retEPERM},
+		{"clone NEWTIME", call(t, unix.SYS_CLONE, unix.CLONE_NEWTIME), retEPERM},
 
 		// ioctl: cmd is arg1, compared on its low 32 bits.
-		{"ioctl TIOCSTI", Options{}, call(t, unix.SYS_IOCTL, 0, unix.TIOCSTI), retEPERM},
-		{"ioctl TIOCSTI high bit", Options{}, call(t, unix.SYS_IOCTL, 0, hi|unix.TIOCSTI), retEPERM},
-		{"ioctl TIOCSTI all high bits", Options{}, call(t, unix.SYS_IOCTL, 0, 0xffffffff_00000000|unix.TIOCSTI), retEPERM},
-		{"ioctl TIOCLINUX", Options{}, call(t, unix.SYS_IOCTL, 0, unix.TIOCLINUX), retEPERM},
-		{"ioctl TIOCCONS", Options{}, call(t, unix.SYS_IOCTL, 0, hi|unix.TIOCCONS), retEPERM},
-		{"ioctl TIOCGWINSZ", Options{}, call(t, unix.SYS_IOCTL, 0, unix.TIOCGWINSZ), retAllow},
-		{"ioctl TCGETS", Options{}, call(t, unix.SYS_IOCTL, 1, unix.TCGETS), retAllow},
-		{"ioctl FIONREAD (TIOCINQ)", Options{}, call(t, unix.SYS_IOCTL, 3, unix.TIOCINQ), retAllow},
-		{"ioctl TIOCSTI value in arg2", Options{}, call(t, unix.SYS_IOCTL, unix.TIOCSTI, unix.TIOCGWINSZ, unix.TIOCSTI), retAllow},
+		{"ioctl TIOCSTI", call(t, unix.SYS_IOCTL, 0, unix.TIOCSTI), retEPERM},
+		{"ioctl TIOCSTI high bit", call(t, unix.SYS_IOCTL, 0, hi|unix.TIOCSTI), retEPERM},
+		{"ioctl TIOCSTI all high bits", call(t, unix.SYS_IOCTL, 0, 0xffffffff_00000000|unix.TIOCSTI), retEPERM},
+		{"ioctl TIOCLINUX", call(t, unix.SYS_IOCTL, 0, unix.TIOCLINUX), retEPERM},
+		{"ioctl TIOCCONS", call(t, unix.SYS_IOCTL, 0, hi|unix.TIOCCONS), retEPERM},
+		{"ioctl TIOCGWINSZ", call(t, unix.SYS_IOCTL, 0, unix.TIOCGWINSZ), retAllow},
+		{"ioctl TCGETS", call(t, unix.SYS_IOCTL, 1, unix.TCGETS), retAllow},
+		{"ioctl FIONREAD (TIOCINQ)", call(t, unix.SYS_IOCTL, 3, unix.TIOCINQ), retAllow},
+		{"ioctl TIOCSTI value in arg2", call(t, unix.SYS_IOCTL, unix.TIOCSTI, unix.TIOCGWINSZ, unix.TIOCSTI), retAllow},
 
 		// socket: domain arg0, type arg1 & 0xf.
-		{"socket inet stream", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM), retAllow},
-		{"socket inet stream|cloexec", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
-		{"socket inet6 dgram|nonblock|cloexec", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP), retAllow},
-		{"socket inet6 stream", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_STREAM), retAllow},
-		{"socket inet dgram icmp (ping)", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP), retAllow},
-		{"socket inet high word in domain", Options{}, call(t, unix.SYS_SOCKET, hi|unix.AF_INET, unix.SOCK_STREAM), retAllow},
-		{"socket inet raw", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP), retEPERM},
-		{"socket inet6 raw|cloexec", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC), retEPERM},
-		{"socket inet seqpacket", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_SEQPACKET), retEPERM},
-		{"socket inet packet", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_PACKET), retEPERM},
-		{"socket inet type 0", Options{}, call(t, unix.SYS_SOCKET, unix.AF_INET, 0), retEPERM},
-		{"socket unix default", Options{}, call(t, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retEPERM},
-		{"socket unix allowed stream", unixOn, call(t, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
-		{"socket unix allowed dgram", unixOn, call(t, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_DGRAM), retAllow},
-		{"socket unix allowed high word", unixOn, call(t, unix.SYS_SOCKET, hi|unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
-		{"socket unspec", unixOn, call(t, unix.SYS_SOCKET, unix.AF_UNSPEC, unix.SOCK_STREAM), retEPERM},
-		{"socket netlink", unixOn, call(t, unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE), retEPERM},
-		{"socket netlink dgram", Options{}, call(t, unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_DGRAM), retEPERM},
-		{"socket packet", unixOn, call(t, unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_DGRAM), retEPERM},
-		{"socket vsock", unixOn, call(t, unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
-		{"socket alg", unixOn, call(t, unix.SYS_SOCKET, unix.AF_ALG, unix.SOCK_SEQPACKET), retEPERM},
-		{"socket key", unixOn, call(t, unix.SYS_SOCKET, unix.AF_KEY, unix.SOCK_RAW), retEPERM},
-		{"socket bluetooth", unixOn, call(t, unix.SYS_SOCKET, unix.AF_BLUETOOTH, unix.SOCK_STREAM), retEPERM},
-		{"socket netlink with inet high word", Options{}, call(t, unix.SYS_SOCKET, uint64(unix.AF_INET)<<32|unix.AF_NETLINK, unix.SOCK_DGRAM), retEPERM},
+		{"socket inet stream", call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM), retAllow},
+		{"socket inet stream|cloexec", call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
+		{"socket inet6 dgram|nonblock|cloexec", call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP), retAllow},
+		{"socket inet6 stream", call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_STREAM), retAllow},
+		{"socket inet dgram icmp (ping)", call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP), retAllow},
+		{"socket inet high word in domain", call(t, unix.SYS_SOCKET, hi|unix.AF_INET, unix.SOCK_STREAM), retAllow},
+		{"socket inet raw", call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP), retEPERM},
+		{"socket inet6 raw|cloexec", call(t, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC), retEPERM},
+		{"socket inet seqpacket", call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_SEQPACKET), retEPERM},
+		{"socket inet packet", call(t, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_PACKET), retEPERM},
+		{"socket inet type 0", call(t, unix.SYS_SOCKET, unix.AF_INET, 0), retEPERM},
+		{"socket unix default", call(t, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retEPERM},
+		{"socket unspec", call(t, unix.SYS_SOCKET, unix.AF_UNSPEC, unix.SOCK_STREAM), retEPERM},
+		{"socket netlink", call(t, unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE), retEPERM},
+		{"socket netlink dgram", call(t, unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_DGRAM), retEPERM},
+		{"socket packet", call(t, unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_DGRAM), retEPERM},
+		{"socket vsock", call(t, unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
+		{"socket alg", call(t, unix.SYS_SOCKET, unix.AF_ALG, unix.SOCK_SEQPACKET), retEPERM},
+		{"socket key", call(t, unix.SYS_SOCKET, unix.AF_KEY, unix.SOCK_RAW), retEPERM},
+		{"socket bluetooth", call(t, unix.SYS_SOCKET, unix.AF_BLUETOOTH, unix.SOCK_STREAM), retEPERM},
+		{"socket netlink with inet high word", call(t, unix.SYS_SOCKET, uint64(unix.AF_INET)<<32|unix.AF_NETLINK, unix.SOCK_DGRAM), retEPERM},
 
 		// socketpair: AF_UNIX only.
-		{"socketpair unix", Options{}, call(t, unix.SYS_SOCKETPAIR, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
-		{"socketpair unix seqpacket", Options{}, call(t, unix.SYS_SOCKETPAIR, unix.AF_UNIX, unix.SOCK_SEQPACKET), retAllow},
-		{"socketpair inet", unixOn, call(t, unix.SYS_SOCKETPAIR, unix.AF_INET, unix.SOCK_STREAM), retEPERM},
-		{"socketpair netlink", Options{}, call(t, unix.SYS_SOCKETPAIR, unix.AF_NETLINK, unix.SOCK_RAW), retEPERM},
+		{"socketpair unix", call(t, unix.SYS_SOCKETPAIR, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
+		{"socketpair unix seqpacket", call(t, unix.SYS_SOCKETPAIR, unix.AF_UNIX, unix.SOCK_SEQPACKET), retAllow},
+		{"socketpair inet", call(t, unix.SYS_SOCKETPAIR, unix.AF_INET, unix.SOCK_STREAM), retEPERM},
+		{"socketpair netlink", call(t, unix.SYS_SOCKETPAIR, unix.AF_NETLINK, unix.SOCK_RAW), retEPERM},
 
 		// kill: pid arg0 as a 32-bit pid_t.
-		{"kill -1", Options{}, call(t, unix.SYS_KILL, 0xffffffff, uint64(unix.SIGKILL)), retEPERM},
-		{"kill -1 sign-extended", Options{}, call(t, unix.SYS_KILL, 0xffffffff_ffffffff, 0), retEPERM},
-		{"kill 0", Options{}, call(t, unix.SYS_KILL, 0, uint64(unix.SIGTERM)), retAllow},
-		{"kill 123", Options{}, call(t, unix.SYS_KILL, 123, uint64(unix.SIGTERM)), retAllow},
-		{"kill -123 (process group)", Options{}, call(t, unix.SYS_KILL, 0xffffffff_ffffff85, uint64(unix.SIGTERM)), retAllow},
+		{"kill -1", call(t, unix.SYS_KILL, 0xffffffff, uint64(unix.SIGKILL)), retEPERM},
+		{"kill -1 sign-extended", call(t, unix.SYS_KILL, 0xffffffff_ffffffff, 0), retEPERM},
+		{"kill 0", call(t, unix.SYS_KILL, 0, uint64(unix.SIGTERM)), retAllow},
+		{"kill 123", call(t, unix.SYS_KILL, 123, uint64(unix.SIGTERM)), retAllow},
+		{"kill -123 (process group)", call(t, unix.SYS_KILL, 0xffffffff_ffffff85, uint64(unix.SIGTERM)), retAllow},
 
 		// personality: arg0.
-		{"personality PER_LINUX", Options{}, call(t, unix.SYS_PERSONALITY, 0), retAllow},
-		{"personality query", Options{}, call(t, unix.SYS_PERSONALITY, 0xffffffff), retAllow},
-		{"personality ADDR_NO_RANDOMIZE", Options{}, call(t, unix.SYS_PERSONALITY, addrNoRandomize), retEPERM},
-		{"personality READ_IMPLIES_EXEC", Options{}, call(t, unix.SYS_PERSONALITY, readImpliesExec), retEPERM},
-		{"personality PER_LINUX32", Options{}, call(t, unix.SYS_PERSONALITY, perLinux32), retEPERM},
+		{"personality PER_LINUX", call(t, unix.SYS_PERSONALITY, 0), retAllow},
+		{"personality query", call(t, unix.SYS_PERSONALITY, 0xffffffff), retAllow},
+		{"personality ADDR_NO_RANDOMIZE", call(t, unix.SYS_PERSONALITY, addrNoRandomize), retEPERM},
+		{"personality READ_IMPLIES_EXEC", call(t, unix.SYS_PERSONALITY, readImpliesExec), retEPERM},
+		{"personality PER_LINUX32", call(t, unix.SYS_PERSONALITY, perLinux32), retEPERM},
 
 		// execveat: flags arg4.
-		{"execveat AT_EMPTY_PATH", Options{}, call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_EMPTY_PATH), retEPERM},
-		{"execveat AT_EMPTY_PATH|NOFOLLOW", Options{}, call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW), retEPERM},
-		{"execveat path", Options{}, call(t, unix.SYS_EXECVEAT, unix.AT_FDCWD&0xffffffff, 0, 0, 0, 0), retAllow},
-		{"execveat NOFOLLOW", Options{}, call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_SYMLINK_NOFOLLOW), retAllow},
-		{"execveat AT_EMPTY_PATH in arg3", Options{}, call(t, unix.SYS_EXECVEAT, 3, 0, 0, unix.AT_EMPTY_PATH, 0), retAllow},
+		{"execveat AT_EMPTY_PATH", call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_EMPTY_PATH), retEPERM},
+		{"execveat AT_EMPTY_PATH|NOFOLLOW", call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW), retEPERM},
+		{"execveat path", call(t, unix.SYS_EXECVEAT, unix.AT_FDCWD&0xffffffff, 0, 0, 0, 0), retAllow},
+		{"execveat NOFOLLOW", call(t, unix.SYS_EXECVEAT, 3, 0, 0, 0, unix.AT_SYMLINK_NOFOLLOW), retAllow},
+		{"execveat AT_EMPTY_PATH in arg3", call(t, unix.SYS_EXECVEAT, 3, 0, 0, unix.AT_EMPTY_PATH, 0), retAllow},
 
 		// prctl: option arg0.
-		{"prctl PR_SET_MM", Options{}, call(t, unix.SYS_PRCTL, unix.PR_SET_MM, unix.PR_SET_MM_START_CODE), retEPERM},
-		{"prctl PR_SET_MM high word", Options{}, call(t, unix.SYS_PRCTL, hi|unix.PR_SET_MM), retEPERM},
-		{"prctl PR_SET_NAME", Options{}, call(t, unix.SYS_PRCTL, unix.PR_SET_NAME), retAllow},
-		{"prctl PR_SET_NO_NEW_PRIVS", Options{}, call(t, unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1), retAllow},
-		{"prctl PR_SET_PDEATHSIG", Options{}, call(t, unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uint64(unix.SIGKILL)), retAllow},
+		{"prctl PR_SET_MM", call(t, unix.SYS_PRCTL, unix.PR_SET_MM, unix.PR_SET_MM_START_CODE), retEPERM},
+		{"prctl PR_SET_MM high word", call(t, unix.SYS_PRCTL, hi|unix.PR_SET_MM), retEPERM},
+		{"prctl PR_SET_NAME", call(t, unix.SYS_PRCTL, unix.PR_SET_NAME), retAllow},
+		{"prctl PR_SET_NO_NEW_PRIVS", call(t, unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1), retAllow},
+		{"prctl PR_SET_PDEATHSIG", call(t, unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uint64(unix.SIGKILL)), retAllow},
 	}
-	vms := map[Options]*bpf.VM{{}: newVM(t, Options{}), unixOn: newVM(t, unixOn)}
+	vm := newVM(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := verdict(t, vms[tc.opts], tc.data); got != tc.want {
+			if got := verdict(t, vm, tc.data); got != tc.want {
 				t.Errorf("nr %d arch %#x args %#x: got %s, want %s",
 					tc.data.NR, tc.data.Arch, tc.data.Args, verdictName(got), verdictName(tc.want))
 			}
@@ -335,97 +329,40 @@ func TestProgramSweep(t *testing.T) {
 		t.Fatalf("%d distinct numbers for %d names: two names share a number", got, len(arch.nums))
 	}
 
-	for _, opts := range []Options{{}, {AllowUnixSockets: true}} {
-		vm := newVM(t, opts)
-		for nr := uint32(0); nr < 1024; nr++ {
-			w, ok := want[nr]
-			if !ok {
-				w = retAllow
-			}
-			if got := verdict(t, vm, call(t, uintptr(nr))); got != w {
-				t.Errorf("opts %+v: syscall %d: got %s, want %s", opts, nr, verdictName(got), verdictName(w))
-			}
+	vm := newVM(t)
+	for nr := uint32(0); nr < 1024; nr++ {
+		w, ok := want[nr]
+		if !ok {
+			w = retAllow
+		}
+		if got := verdict(t, vm, call(t, uintptr(nr))); got != w {
+			t.Errorf("syscall %d: got %s, want %s", nr, verdictName(got), verdictName(w))
 		}
 	}
 }
 
 func TestProgramShape(t *testing.T) {
-	tests := []struct {
-		name string
-		opts Options
-	}{
-		{"default", Options{}},
-		{"unix sockets", Options{AllowUnixSockets: true}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			prog, err := Program(tc.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(prog) == 0 || len(prog) > 4096 { // BPF_MAXINSNS
-				t.Fatalf("program has %d instructions", len(prog))
-			}
-			// ld [4] (arch) first, a return last.
-			if first := prog[0]; first.Code != unix.BPF_LD|unix.BPF_W|unix.BPF_ABS || first.K != offArch {
-				t.Errorf("first instruction %+v, want ld [%d]", first, offArch)
-			}
-			if last := prog[len(prog)-1]; last.Code != unix.BPF_RET|unix.BPF_K {
-				t.Errorf("last instruction %+v is not a return", last)
-			}
-			// Only loads within seccomp_data (64 bytes), 32-bit aligned.
-			for i, f := range prog {
-				if f.Code&0x07 == unix.BPF_LD && (f.K%4 != 0 || f.K >= 64) {
-					t.Errorf("instruction %d loads offset %d", i, f.K)
-				}
-			}
-			sum := Summary(tc.opts)
-			if sum["instructions"] != len(prog) {
-				t.Errorf("Summary instructions = %d, program has %d", sum["instructions"], len(prog))
-			}
-		})
-	}
-}
-
-func TestSummary(t *testing.T) {
-	arch, err := nativeArch()
+	prog, err := Program()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kill := 1
-	if arch.x32 {
-		kill = 2
+	if len(prog) == 0 || len(prog) > 4096 { // BPF_MAXINSNS
+		t.Fatalf("program has %d instructions", len(prog))
 	}
-	want := map[string]int{
-		"errno_eperm": len(epermSyscalls) - len(arch.absent),
-		"enosys":      len(enosysSyscalls),
-		"kill":        kill,
-		"arg_rules":   len(argSyscalls),
+	// ld [4] (arch) first, a return last.
+	if first := prog[0]; first.Code != unix.BPF_LD|unix.BPF_W|unix.BPF_ABS || first.K != offArch {
+		t.Errorf("first instruction %+v, want ld [%d]", first, offArch)
 	}
-	tests := []struct {
-		name string
-		opts Options
-	}{
-		{"default", Options{}},
-		{"unix sockets", Options{AllowUnixSockets: true}},
+	if last := prog[len(prog)-1]; last.Code != unix.BPF_RET|unix.BPF_K {
+		t.Errorf("last instruction %+v is not a return", last)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Summary(tc.opts)
-			for k, v := range want {
-				if got[k] != v {
-					t.Errorf("Summary[%q] = %d, want %d", k, got[k], v)
-				}
-			}
-			if len(got) != len(want)+1 {
-				t.Errorf("Summary keys = %v", got)
-			}
-			t.Logf("%s: %v", arch.name, got)
-		})
+	// Only loads within seccomp_data (64 bytes), 32-bit aligned.
+	for i, f := range prog {
+		if f.Code&0x07 == unix.BPF_LD && (f.K%4 != 0 || f.K >= 64) {
+			t.Errorf("instruction %d loads offset %d", i, f.K)
+		}
 	}
-	if d := Summary(Options{AllowUnixSockets: true})["instructions"] - Summary(Options{})["instructions"]; d != 1 {
-		t.Errorf("AllowUnixSockets adds %d instructions, want 1", d)
-	}
+	t.Logf("%d instructions", len(prog))
 }
 
 func TestArchTable(t *testing.T) {
@@ -528,7 +465,7 @@ func TestSignalsToInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := newVM(t, Options{})
+	vm := newVM(t)
 	for _, name := range []string{"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"} {
 		for _, tc := range []struct {
 			pid  uint64
@@ -549,7 +486,7 @@ func TestModeAndInitRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := newVM(t, Options{})
+	vm := newVM(t)
 	type tc struct {
 		name string
 		args [6]uint64

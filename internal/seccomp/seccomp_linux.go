@@ -12,13 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Options tune the agent filter.
-type Options struct {
-	// AllowUnixSockets permits socket(AF_UNIX, …); it defaults to false.
-	// socketpair(AF_UNIX, …) is always allowed.
-	AllowUnixSockets bool
-}
-
 // Error is the type of this package's sentinel errors; being a string
 // type, they are constants and compare with errors.Is.
 type Error string
@@ -42,12 +35,16 @@ const actionsAvail = "/proc/sys/kernel/seccomp/actions_avail"
 
 // Program returns the filter for the running architecture as a classic BPF
 // program, ready for seccomp(SECCOMP_SET_MODE_FILTER).
-func Program(opts Options) ([]unix.SockFilter, error) {
-	c, err := compile(opts)
+func Program() ([]unix.SockFilter, error) {
+	arch, err := nativeArch()
 	if err != nil {
 		return nil, err
 	}
-	raw, err := bpf.Assemble(c.prog)
+	prog, err := build(arch)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := bpf.Assemble(prog)
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: encode filter: %w", err)
 	}
@@ -56,35 +53,6 @@ func Program(opts Options) ([]unix.SockFilter, error) {
 		out[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	return out, nil
-}
-
-// Summary counts the filter's rules for the audit record: "errno_eperm"
-// (syscalls refused with EPERM whatever their arguments), "enosys"
-// (syscalls refused with ENOSYS), "kill" (rules that kill the process:
-// foreign architecture, and x32 on x86_64), "arg_rules" (syscalls whose
-// verdict depends on their arguments) and "instructions" (program length).
-// It returns nil on an unsupported architecture.
-func Summary(opts Options) map[string]int {
-	c, err := compile(opts)
-	if err != nil {
-		return nil
-	}
-	return map[string]int{
-		"errno_eperm":  c.eperm,
-		"enosys":       c.enosys,
-		"kill":         c.kill,
-		"arg_rules":    c.argRules,
-		"instructions": len(c.prog),
-	}
-}
-
-// compile builds the filter for the running architecture.
-func compile(opts Options) (*compiled, error) {
-	arch, err := nativeArch()
-	if err != nil {
-		return nil, err
-	}
-	return build(arch, opts)
 }
 
 // Install applies the filter to every thread of the calling process
@@ -96,8 +64,8 @@ func compile(opts Options) (*compiled, error) {
 // (runtime.LockOSThread), call prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), then
 // Install and exec. The kernel copies no_new_privs to the other threads
 // together with the filter.
-func Install(opts Options) error {
-	prog, err := Program(opts)
+func Install() error {
+	prog, err := Program()
 	if err != nil {
 		return fmt.Errorf("install seccomp filter: %w", err)
 	}

@@ -30,7 +30,7 @@ func TestReadNotRegular(t *testing.T) {
 			}
 		}, []string{"directory", "regular file"}},
 		{"device", func(t *testing.T, path string) {
-			if err := syscall.Mknod(path, syscall.S_IFCHR|0o640, int(devNull(t))); err != nil {
+			if err := mknodDevNull(path); err != nil {
 				t.Skipf("cannot create a device node here (needs CAP_MKNOD): %v", err)
 			}
 		}, []string{"device", "regular file"}},
@@ -75,14 +75,6 @@ func TestReadNotRegular(t *testing.T) {
 			}
 		})
 	}
-}
-
-func devNull(t *testing.T) uint64 {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/dev/null", &st); err != nil {
-		t.Skipf("no /dev/null: %v", err)
-	}
-	return st.Rdev
 }
 
 // TestEnsureFIFO is the start-up case of issue 8: soda-mcpd must fail at

@@ -105,7 +105,10 @@ func waitExit(t *testing.T, p *Process) {
 	}
 }
 
-func exitCode(err error) int {
+// exitCode is the exit code of p once it has exited: 0, the code of a
+// non-zero exit, or -1 when it did not exit by itself.
+func exitCode(p *Process) int {
+	err := p.waitErr
 	var ee interface{ ExitCode() int }
 	if errors.As(err, &ee) {
 		return ee.ExitCode()
@@ -153,7 +156,7 @@ func testGateExecsAfterOpen(t *testing.T, supervise bool) {
 		t.Errorf("child printed %q, want %q", line, want)
 	}
 	waitExit(t, proc)
-	if code := exitCode(proc.ExitErr()); code != 0 {
+	if code := exitCode(proc); code != 0 {
 		t.Errorf("exit %s", proc.ExitStatus())
 	}
 }
@@ -167,7 +170,7 @@ func TestGateParentGone(t *testing.T) {
 	defer proc.Stop(Grace{})
 	g.gate.close()
 	waitExit(t, proc)
-	if code := exitCode(proc.ExitErr()); code != GateExitCode {
+	if code := exitCode(proc); code != GateExitCode {
 		t.Errorf("gate exit %s, want %d", proc.ExitStatus(), GateExitCode)
 	}
 	msg, _ := io.ReadAll(proc.Stderr)
@@ -188,7 +191,7 @@ func TestGateExecFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitExit(t, proc)
-	if code := exitCode(proc.ExitErr()); code != GateExitCode {
+	if code := exitCode(proc); code != GateExitCode {
 		t.Errorf("gate exit %s, want %d", proc.ExitStatus(), GateExitCode)
 	}
 	msg, _ := io.ReadAll(proc.Stderr)

@@ -284,7 +284,7 @@ func TestSupervisedStdioAndExit(t *testing.T) {
 			t.Errorf("stderr %q", errLine)
 		}
 		waitExit(t, p)
-		if code := exitCode(p.ExitErr()); code != 3 || p.ExitStatus() != "exit status 3" {
+		if code := exitCode(p); code != 3 || p.ExitStatus() != "exit status 3" {
 			t.Errorf("exit %q (code %d), want exit status 3", p.ExitStatus(), code)
 		}
 	})

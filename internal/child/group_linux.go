@@ -1,10 +1,10 @@
 package child
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
+	"github.com/moby/sys/mountinfo"
 )
 
 // Limits are per-child resource limits; zero values mean unlimited.
@@ -335,21 +336,31 @@ func cgroup2Mount() (string, error) {
 		return "", fmt.Errorf("read mountinfo: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent maj:min root mountpoint opts ... - fstype source superopts
-		line := sc.Text()
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		if fs := strings.Fields(post); len(fs) > 0 && fs[0] == "cgroup2" {
-			if f := strings.Fields(pre); len(f) >= 5 {
-				return f[4], nil
-			}
+	return cgroup2MountIn(f)
+}
+
+// cgroup2MountIn finds the first cgroup v2 mount point of mountinfo r.
+func cgroup2MountIn(r io.Reader) (string, error) {
+	mounts, err := cgroupMounts(r)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			return m.Mountpoint, nil
 		}
 	}
 	return "", errors.New("no cgroup2 file system mounted")
+}
+
+// cgroupMounts lists the cgroup (v1) and cgroup2 mounts of mountinfo r
+// in its order, with the kernel's octal escapes (\040 for a space) undone.
+func cgroupMounts(r io.Reader) ([]*mountinfo.Info, error) {
+	mounts, err := mountinfo.GetMountsFromReader(r, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	return mounts, nil
 }
 
 // ownCgroup2Path returns this process's cgroup v2 path ("0::/path").

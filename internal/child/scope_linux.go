@@ -1,10 +1,10 @@
 package child
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -55,7 +55,7 @@ type ScopePlacer struct {
 	dial   func(context.Context) (*sdbus.Conn, error)
 	noGate bool
 	// lockDir holds the lock files that mark live owners (see
-	// scopelock.go); "" disables them, and with them SweepLeftovers.
+	// scopelock_linux.go); "" disables them, and with them SweepLeftovers.
 	lockDir  string
 	lockWarn sync.Once
 
@@ -122,7 +122,7 @@ func newSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 			return nil, fmt.Errorf("systemd placer: %w", err)
 		}
 	}
-	fs, err := readCgroupFS("/proc/self/mountinfo")
+	fs, err := ownCgroupFS()
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("systemd placer: %w", err)
@@ -785,50 +785,42 @@ type cgroupFS struct {
 // controllers.
 var cgroupV1Options = []string{"rw", "ro", "xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods"}
 
-// readCgroupFS reads the cgroup mounts from a mountinfo file.
-func readCgroupFS(mountinfo string) (cgroupFS, error) {
-	var fs cgroupFS
-	f, err := os.Open(mountinfo)
+// ownCgroupFS reads this process's cgroup mounts.
+func ownCgroupFS() (cgroupFS, error) {
+	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return fs, fmt.Errorf("read mountinfo: %w", err)
+		return cgroupFS{}, fmt.Errorf("read mountinfo: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent maj:min root mountpoint opts ... - fstype source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, sf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(sf) < 1 {
-			continue
-		}
-		root, mnt := unescapeMountinfo(pf[3]), unescapeMountinfo(pf[4])
-		switch sf[0] {
+	return readCgroupFS(f)
+}
+
+// readCgroupFS reads the cgroup mounts from mountinfo r.
+func readCgroupFS(r io.Reader) (cgroupFS, error) {
+	var fs cgroupFS
+	mounts, err := cgroupMounts(r)
+	if err != nil {
+		return fs, err
+	}
+	for _, m := range mounts {
+		switch m.FSType {
 		case "cgroup2":
 			if fs.unified == "" {
-				fs.unified, fs.unifiedRoot = mnt, root
+				fs.unified, fs.unifiedRoot = m.Mountpoint, m.Root
 			}
 		case "cgroup":
-			if len(sf) < 3 {
-				continue
-			}
-			for o := range strings.SplitSeq(sf[2], ",") {
+			for o := range strings.SplitSeq(m.VFSOptions, ",") {
 				switch {
 				case o == "name=systemd":
 					if fs.named == "" {
-						fs.named, fs.namedRoot = mnt, root
+						fs.named, fs.namedRoot = m.Mountpoint, m.Root
 					}
-				case strings.Contains(o, "=") || slices.Contains(cgroupV1Options, o):
+				case o == "" || strings.Contains(o, "=") || slices.Contains(cgroupV1Options, o):
 				default:
 					fs.v1 = append(fs.v1, o)
 				}
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return fs, fmt.Errorf("read mountinfo: %w", err)
 	}
 	if fs.unified == "" && fs.named == "" {
 		return fs, errors.New("neither a cgroup2 nor a name=systemd hierarchy is mounted")
@@ -839,25 +831,6 @@ func readCgroupFS(mountinfo string) (cgroupFS, error) {
 		}
 	}
 	return fs, nil
-}
-
-// unescapeMountinfo undoes the octal escapes of mountinfo (\040 etc.).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // dir returns the directory of cgroup cg (a ControlGroup value) with its

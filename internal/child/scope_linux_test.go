@@ -129,62 +129,6 @@ func TestUnitNames(t *testing.T) {
 	}
 }
 
-// mountinfo excerpts as seen in a systemd-box in each cgroup mode.
-const (
-	mountinfoHybrid = `76 75 0:46 / /sys/fs/cgroup ro,nosuid,nodev,noexec - tmpfs cgroup ro,size=4096k,nr_inodes=1024,mode=755
-77 76 0:29 / /sys/fs/cgroup/cpu rw,nosuid,nodev,noexec,relatime - cgroup cgroup rw,cpu
-80 76 0:32 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime - cgroup cgroup rw,memory
-84 76 0:36 / /sys/fs/cgroup/pids rw,nosuid,nodev,noexec,relatime - cgroup cgroup rw,pids
-85 76 0:37 / /sys/fs/cgroup/systemd rw,nosuid,nodev,noexec,relatime - cgroup cgroup rw,xattr,name=systemd
-86 76 0:38 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw
-`
-	mountinfoUnified = `30 25 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
-`
-	mountinfoNone = `22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
-`
-)
-
-func writeTemp(t *testing.T, s string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "mountinfo")
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func TestReadCgroupFS(t *testing.T) {
-	fs, err := readCgroupFS(writeTemp(t, mountinfoHybrid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fs.unified != "/sys/fs/cgroup/unified" || fs.named != "/sys/fs/cgroup/systemd" {
-		t.Errorf("hybrid mounts: %+v", fs)
-	}
-	if !reflect.DeepEqual(fs.v1, []string{"cpu", "memory", "pids"}) {
-		t.Errorf("hybrid v1 controllers: %v", fs.v1)
-	}
-	if got := fs.unenforced(Limits{MemoryMax: 1, TasksMax: 1, CPUQuota: 1}); len(got) != 0 {
-		t.Errorf("hybrid unenforced: %v", got)
-	}
-
-	fs, err = readCgroupFS(writeTemp(t, mountinfoUnified))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fs.unified != "/sys/fs/cgroup" || fs.named != "" || len(fs.v1) != 0 {
-		t.Errorf("unified mounts: %+v", fs)
-	}
-	fs.v2 = []string{"cpu", "pids"}
-	if got := fs.unenforced(Limits{MemoryMax: 1, TasksMax: 1, CPUQuota: 1, CPUWeight: 1}); !reflect.DeepEqual(got, []string{"MemoryMax"}) {
-		t.Errorf("unified unenforced: %v", got)
-	}
-
-	if _, err := readCgroupFS(writeTemp(t, mountinfoNone)); err == nil {
-		t.Error("no cgroup mounts: no error")
-	}
-}
-
 func TestCgroupFSDir(t *testing.T) {
 	root := t.TempDir()
 	unified, named := filepath.Join(root, "unified"), filepath.Join(root, "systemd")
@@ -221,12 +165,6 @@ func TestCgroupFSDir(t *testing.T) {
 func TestGlobEscape(t *testing.T) {
 	if got, want := globEscape(`a\x2d*?[b].scope`), `a\\x2d\*\?\[b].scope`; got != want {
 		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
-func TestUnescapeMountinfo(t *testing.T) {
-	if got := unescapeMountinfo(`/a\040b\134c`); got != `/a b\c` {
-		t.Errorf("got %q", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -68,7 +69,12 @@ func newCgroup1Placer(prefix string, limits Limits) (*cgroup1Placer, error) {
 	p := &cgroup1Placer{mounts: map[cgroup1.Name]string{}, own: map[cgroup1.Name]string{}, base: map[cgroup1.Name]string{},
 		prefix: prefix, limits: limits}
 	p.v2 = killOnlyV2(prefix)
-	mounts, err := v1Mounts("/proc/self/mountinfo")
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	mounts, err := v1Mounts(mi)
+	mi.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -153,26 +159,20 @@ func killOnlyV2(prefix string) *cgroupPlacer {
 // the mount's root.
 type v1Mount struct{ mount, root string }
 
-// v1Mounts maps each v1 controller to its mount, from a mountinfo file.
-func v1Mounts(mountinfo string) (map[string]v1Mount, error) {
-	b, err := os.ReadFile(mountinfo)
+// v1Mounts maps each v1 controller to its mount, from mountinfo r.
+func v1Mounts(r io.Reader) (map[string]v1Mount, error) {
+	mounts, err := cgroupMounts(r)
 	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
+		return nil, err
 	}
 	out := map[string]v1Mount{}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		// id parent maj:min root mountpoint opts ... - fstype source superopts
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
+	for _, m := range mounts {
+		if m.FSType != "cgroup" {
 			continue
 		}
-		pf, sf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(sf) < 3 || sf[0] != "cgroup" {
-			continue
-		}
-		for o := range strings.SplitSeq(sf[2], ",") {
-			if _, seen := out[o]; !seen {
-				out[o] = v1Mount{mount: unescapeMountinfo(pf[4]), root: unescapeMountinfo(pf[3])}
+		for o := range strings.SplitSeq(m.VFSOptions, ",") {
+			if _, seen := out[o]; !seen && o != "" {
+				out[o] = v1Mount{mount: m.Mountpoint, root: m.Root}
 			}
 		}
 	}

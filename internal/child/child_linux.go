@@ -1,21 +1,3 @@
-// Package child starts stdio MCP servers as supervised child processes.
-//
-// Each child runs in its own process group and in its own cgroup: a
-// transient systemd scope when systemd is PID 1 (NewSystemdPlacer; the
-// child starts as a gate, see IsGate, and execs the real command only once
-// it is inside its scope), else a cgroup v2 directory when the host lets
-// soda create one (NewPlacer), so that everything it spawns can be killed
-// as a whole. Failing both, only the process group remains. For root on a
-// cgroup v1/v2 hybrid host, NewCgroup1Placer puts a child in directories
-// of the v1 memory, pids and cpu hierarchies (the sandbox uses it). Shutdown follows the MCP stdio rules:
-// close stdin, wait, SIGTERM, wait, then kill everything left.
-//
-// With Spec.Supervise the child is started by a supervisor (the program
-// re-executed, see IsGate and supervisor.go) that outlives the caller just
-// long enough to kill the child's whole group if the caller dies, and that
-// starts the child without capabilities and with no_new_privs, as
-// Spec.User. A Ledger records live children so that a successor can kill
-// what a killed predecessor and its supervisors left.
 package child
 
 import (
@@ -288,9 +270,6 @@ func (p *Process) ExitStatus() string {
 	}
 	return p.waitErr.Error()
 }
-
-// ExitErr returns the error from waiting for the child; valid after Exited.
-func (p *Process) ExitErr() error { return p.waitErr }
 
 // Stop shuts the child down following the MCP stdio rules and kills whatever
 // is left in its group. It is safe to call more than once and from several
