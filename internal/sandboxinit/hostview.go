@@ -1,7 +1,6 @@
 package sandboxinit
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -157,27 +157,19 @@ func hostCgroupLayout() *cgroupLayout {
 const cgroupTop = "/sys/fs/cgroup"
 
 // parseCgroupLayout reads the cgroup mounts at and below /sys/fs/cgroup
-// from a mountinfo file; nil when nothing usable is mounted there.
+// from a mountinfo file (github.com/moby/sys/mountinfo, which undoes its
+// octal escapes); nil when nothing usable is mounted there or the file
+// cannot be read.
 func parseCgroupLayout(r io.Reader) *cgroupLayout {
 	const top = cgroupTop
+	mounts, err := mountinfo.GetMountsFromReader(r, mountinfo.PrefixFilter(top))
+	if err != nil {
+		return nil
+	}
 	var l cgroupLayout
 	found := false
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, x := range fields {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || len(fields) < sep+4 {
-			continue
-		}
-		mp, fstype, super := fields[4], fields[sep+1], fields[sep+3]
+	for _, m := range mounts { // in mountinfo order
+		mp, fstype := m.Mountpoint, m.FSType
 		switch {
 		case mp == top:
 			// A later mount on the same point hides the earlier one.
@@ -186,18 +178,18 @@ func parseCgroupLayout(r io.Reader) *cgroupLayout {
 				l.Mounts = []cgroupMount{{FSType: "cgroup2"}}
 			}
 		case found && l.Tmpfs && strings.HasPrefix(mp, top+"/") && !strings.Contains(mp[len(top)+1:], "/") && (fstype == "cgroup" || fstype == "cgroup2"):
-			m := cgroupMount{Dir: mp[len(top)+1:], FSType: fstype}
+			cm := cgroupMount{Dir: mp[len(top)+1:], FSType: fstype}
 			if fstype == "cgroup" {
 				var opts []string
-				for _, o := range strings.Split(super, ",") {
+				for _, o := range strings.Split(m.VFSOptions, ",") {
 					if o == "rw" || o == "ro" || strings.HasPrefix(o, "release_agent=") {
 						continue
 					}
 					opts = append(opts, o)
 				}
-				m.Options = strings.Join(opts, ",")
+				cm.Options = strings.Join(opts, ",")
 			}
-			l.Mounts = append(l.Mounts, m)
+			l.Mounts = append(l.Mounts, cm)
 		}
 	}
 	if !found || (!l.Tmpfs && len(l.Mounts) == 0) {

@@ -33,6 +33,10 @@ func TestParseCgroupLayout(t *testing.T) {
 			"35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
 			"50 22 0:40 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
 			&cgroupLayout{Mounts: []cgroupMount{{FSType: "cgroup2"}}}},
+		{"escaped names are unescaped", sys +
+			"31 22 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n" +
+			"36 31 0:33 / /sys/fs/cgroup/name\\040x rw - cgroup cgroup rw,name=x\n",
+			&cgroupLayout{Tmpfs: true, Mounts: []cgroupMount{{Dir: "name x", FSType: "cgroup", Options: "name=x"}}}},
 		{"nothing at /sys/fs/cgroup", sys, nil},
 		{"something else at /sys/fs/cgroup", sys + "31 22 0:28 / /sys/fs/cgroup rw - ext4 /dev/vda rw\n", nil},
 	}
