@@ -64,6 +64,7 @@ func baseEnv(s *Spec) []string {
 		"LANG=C.UTF-8",
 		"SHELL=/bin/sh",
 		"SODA_SANDBOX_ID=" + s.ID,
+		"GIT_TEMPLATE_DIR=" + gitTemplateDir, // empty: git init makes no hooks (newrepo.go)
 	}
 	return append(env, netEnv(s)...)
 }

@@ -155,6 +155,10 @@ func runInit() int {
 	if b, err := cfgIn.ReadByte(); err != nil || b != placedByte {
 		return fail(LayerCgroup, errors.New("host did not confirm the cgroup placement"))
 	}
+	// The repository guard, in the cgroup, before init confines itself.
+	if cfg.guard, err = startRepoGuard(&cfg, status); err != nil {
+		return fail(LayerMountNS, err)
+	}
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fail(LayerMountNS, fmt.Errorf("unshare the cgroup namespace: %w", err))
 	}
@@ -168,6 +172,9 @@ func runInit() int {
 
 	if layer, err := confine(&cfg, report); err != nil {
 		return fail(layer, err)
+	}
+	if err := cfg.guard.waitReady(); err != nil {
+		return fail(LayerMountNS, err)
 	}
 
 	// Egress relay: every connection and DNS query goes to the host.
@@ -222,8 +229,13 @@ func runInit() int {
 			return 125
 		}
 		if pid != proc.Pid {
+			if cfg.guard.died(pid) {
+				_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+				return 125
+			}
 			continue
 		}
+		cfg.guard.drain()
 		// Exit with the command's status: the end of PID 1 ends the PID
 		// namespace, and the kernel kills whatever the command left.
 		if pty != nil {

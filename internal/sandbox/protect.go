@@ -89,6 +89,9 @@ type protection struct {
 // directories are made there, on the real filesystem, not through an
 // idmapped grant.
 func protectGrants(cfg *initConfig, hostRoot string) (done, skipped []string, err error) {
+	if err := makeGitTemplate(); err != nil {
+		return nil, nil, err
+	}
 	var homes []string
 	if f, err := os.Open("/etc/passwd"); err == nil {
 		homes = passwdHomes(f)

@@ -74,6 +74,7 @@ type initConfig struct {
 	idmapSkipped  []string      // read-only grants whose filesystem cannot idmap
 	cgroupLayout  *cgroupLayout // how the host mounts /sys/fs/cgroup (init only)
 	protected     []string      // paths made read-only by protectGrants (init only)
+	guard         *repoGuard    // the repository guard, if any (init only; newrepo.go)
 	unprotected   []string      // protected paths left writable by Unprotect (init only)
 }
 
@@ -86,6 +87,9 @@ type statusMsg struct {
 	Code   int    `json:"code,omitempty"`  // with Error: the command could not start (126, 127)
 	Ready  bool   `json:"ready,omitempty"` // the command has been started
 	Pid    int    `json:"pid,omitempty"`   // its pid inside the sandbox
+	// Event, from the repository guard (newrepo.go), is an audit record
+	// to make: "protected" or "refused", with Detail.
+	Event string `json:"event,omitempty"`
 	// Elapsed is the time since init's main started, for -v timings.
 	Elapsed time.Duration `json:"elapsed,omitempty"`
 }
@@ -98,13 +102,17 @@ func IsInit() bool {
 		return false
 	}
 	role := os.Getenv(markerEnv)
-	return (os.Args[0] == initArg0 && role == "init") || (os.Args[0] == holdArg0 && role == "hold")
+	return (os.Args[0] == initArg0 && role == "init") || (os.Args[0] == holdArg0 && role == "hold") ||
+		(os.Args[0] == guardArg0 && role == "guard")
 }
 
 // Main runs the sandbox role of this process (see IsInit) and never returns.
 func Main() {
 	if os.Args[0] == holdArg0 {
 		os.Exit(runHold())
+	}
+	if os.Args[0] == guardArg0 {
+		os.Exit(runRepoGuard())
 	}
 	os.Exit(runInit())
 }
