@@ -123,11 +123,12 @@ type Sandbox struct {
 	proxyDone   chan struct{}
 	started     time.Time
 	watch       *plantWatch // what no mount protects (protect.go)
-	statusDone  chan struct{} // closed when init's status pipe ends (newrepo.go)
 	execCh      execChannel // Spec.Persistent: commands sent to init (exec.go)
 	waitOnce    sync.Once
 	exit        ExitStatus
 	waitErr     error
+
+	statusDone chan struct{} // closed when init's status pipe ends (newrepo.go)
 }
 
 // ExitStatus is how the sandboxed command ended.

@@ -202,14 +202,14 @@ type watched struct {
 
 // guard is the repository guard's state.
 type guard struct {
-	cfg     guardConfig
-	enc     *json.Encoder
-	ino     int
-	roots   map[string]int // grant → O_PATH descriptor
-	wds     map[int32]*watched
-	seen    map[[2]uint64]bool // git directories handled, by device and inode
-	initial map[[2]uint64]bool // git directories found at start
-	pending map[string]bool    // git directories named by a .git or commondir file, not made yet
+	cfg                 guardConfig
+	enc                 *json.Encoder
+	ino                 int
+	roots               map[string]int // grant → O_PATH descriptor
+	wds                 map[int32]*watched
+	seen                map[[2]uint64]bool // git directories handled, by device and inode
+	initial             map[[2]uint64]bool // git directories found at start
+	pending             map[string]bool    // git directories named by a .git or commondir file, not made yet
 	starting, unwatched int
 	watches             int
 	reported            bool
