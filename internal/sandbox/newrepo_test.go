@@ -132,11 +132,19 @@ func TestNewRepoRace(t *testing.T) {
 	const n = 200
 	perl := fmt.Sprintf(`for my $i (1..%d) { my $d = "r$i/.git"; mkdir "r$i"; mkdir $d; mkdir "$d/hooks";
   if (open(my $f, ">", "$d/hooks/post-checkout")) { print $f "#!/bin/sh\ntouch %s/pwned\n"; close $f; chmod 0755, "$d/hooks/post-checkout"; $w++ } }
-print "written=$w\n";`, n, ws)
+print "written=$w\n";
+use Time::HiRes qw(time); my @us;
+for my $i (1..50) { my $d = "m$i/.git"; mkdir "m$i"; my $t0 = time; mkdir $d; mkdir "$d/hooks";
+  while (open(my $f, ">", "$d/hooks/x")) { close $f; unlink "$d/hooks/x"; last if time - $t0 > 1 } push @us, (time - $t0) * 1e6 }
+@us = sort { $a <=> $b } @us; printf "window-us median=%%.0f max=%%.0f\n", $us[25], $us[49];`, n, ws)
 	script := fmt.Sprintf(`cd %[1]s && /usr/bin/perl -e '%[2]s'
 for i in 1 2 3 4 5; do mkdir -p cwd$i/.git/hooks; (cd cwd$i/.git/hooks && sleep 0.2 && printf '#!/bin/sh\n' > post-checkout && chmod +x post-checkout && echo cwd$i=written); done
-sleep 0.2`, ws, perl)
-	st, out, errOut, _ := runAudited(t, ws, "/bin/sh", "-c", script)
+# A working directory in hooks for sure before it is a repository's: the
+# directory becomes .git by rename, then the hook is written through it.
+mkdir -p late/tmp/hooks && (cd late/tmp/hooks && mv %[1]s/late/tmp %[1]s/late/.git && sleep 0.2 && printf '#!/bin/sh\ntouch %[1]s/pwned\n' > post-checkout && echo late=written; chmod +x post-checkout)
+# The hook of the last one is written just before the command ends.
+mkdir -p last/tmp/hooks && cd last/tmp/hooks && mv %[1]s/last/tmp %[1]s/last/.git && sleep 0.1 && printf '#!/bin/sh\n' > post-checkout && echo last=written; chmod +x post-checkout; true`, ws, perl)
+	st, out, errOut, recs := runAudited(t, ws, "/bin/sh", "-c", script)
 	t.Logf("out:\n%s\nstderr:\n%s", out, errOut)
 	if st.Code != 0 {
 		t.Fatalf("script exit %d", st.Code)
@@ -144,5 +152,86 @@ sleep 0.2`, ws, perl)
 	left, _ := filepath.Glob(filepath.Join(ws, "*/.git/hooks/*"))
 	if len(left) > 0 {
 		t.Errorf("%d hooks left after the run, e.g. %s", len(left), left[0])
+	}
+	// What was written through the old working directory is quarantined,
+	// not executable, and audited.
+	if strings.Contains(out, "late=written") {
+		q, _ := filepath.Glob(filepath.Join(ws, "late/.git/soda-quarantine/post-checkout.*"))
+		if len(q) != 1 {
+			t.Errorf("late: quarantine holds %v", q)
+		} else if fi, err := os.Stat(q[0]); err != nil || fi.Mode()&0o111 != 0 {
+			t.Errorf("late: quarantined hook %s is executable (%v)", q[0], err)
+		}
+	} else {
+		t.Errorf("late: the write through a working directory taken before the protection failed; the test shows nothing")
+	}
+	quarantined, protected := 0, 0
+	for _, r := range recs {
+		switch {
+		case r.Event == "refused" && strings.Contains(r.Detail, "soda-quarantine"):
+			quarantined++
+		case r.Event == "protected":
+			protected++
+		}
+	}
+	t.Logf("%d repositories protected, %d quarantine records", protected, quarantined)
+	if protected < n+57 || quarantined == 0 {
+		t.Errorf("audit: %d protected (want %d), %d quarantine records", protected, n+57, quarantined)
+	}
+}
+
+// TestNewRepoOtherShapes: a bare repository, and a git directory named by
+// a .git file before it exists, are protected too.
+func TestNewRepoOtherShapes(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("SKIP: no git on this host")
+	}
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`cd %[1]s
+git init -q --bare bare.git && echo bare=ok
+printf '#!/bin/sh\n' > bare.git/hooks/post-receive && echo bare-hook=written
+mkdir wt && echo "gitdir: ../elsewhere" > wt/.git
+mkdir -p elsewhere/refs && echo 'ref: refs/heads/master' > elsewhere/HEAD && sleep 0.1
+printf '#!/bin/sh\n' > elsewhere/hooks/post-checkout && echo gitfile-hook=written
+printf '[core]\n\tbare = false\n[alias]\n\tst = !touch %[1]s/pwned\n' > elsewhere/config && sleep 0.2 && cat elsewhere/config
+true`, ws)
+	st, out, errOut, _ := runAudited(t, ws, "/bin/sh", "-c", script)
+	t.Logf("out:\n%s\nstderr:\n%s", out, errOut)
+	if st.Code != 0 || !strings.Contains(out, "bare=ok") {
+		t.Fatalf("script exit %d", st.Code)
+	}
+	for _, p := range []string{"bare.git/hooks/post-receive", "elsewhere/hooks/post-checkout"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("%s left after the run", p)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "elsewhere/config")); strings.Contains(string(b), "touch") {
+		t.Errorf("the alias is left in the configuration: %s", b)
+	}
+}
+
+func TestStripGitRuns(t *testing.T) {
+	for _, tt := range []struct {
+		in, want string
+		removed  []string
+	}{
+		{"[core]\n\tbare = false\n\tfsmonitor = touch x\n", "[core]\n\tbare = false\n", []string{"core.fsmonitor"}},
+		{"[core] hooksPath = /tmp\n[user]\n\tname = a\n", "[core]\n[user]\n\tname = a\n", []string{"core.hookspath"}},
+		{"[alias]\n\tst = !sh \\\n\t  -c id\n[user]\n\tname = a\n", "[alias]\n[user]\n\tname = a\n", []string{"alias.st"}},
+		// The continued value hides no section from the reading.
+		{"[core]\n\tx = a \\\n[user]\n\thooksPath = /tmp\n", "[core]\n\tx = a \\\n[user]\n", []string{"core.hookspath"}},
+		{"[user]\n\tname = a # not continued \\\n\temail = b\n", "[user]\n\tname = a # not continued \\\n\temail = b\n", nil},
+		{"[filter \"lfs\"]\n\tclean = git-lfs clean\n", "[filter \"lfs\"]\n", []string{"filter.clean"}},
+	} {
+		got, removed := stripGitRuns(tt.in)
+		if got != tt.want || fmt.Sprint(removed) != fmt.Sprint(tt.removed) {
+			t.Errorf("stripGitRuns(%q) = %q, %v; want %q, %v", tt.in, got, removed, tt.want, tt.removed)
+		}
+		if gitConfigRuns(got) {
+			t.Errorf("stripGitRuns(%q) still runs: %q", tt.in, got)
+		}
 	}
 }
