@@ -25,7 +25,11 @@ type Record struct {
 	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Sandbox string    `json:"sandbox"`
-	// Event is start, layer, env, ready, egress, refused, planted (what
+	// Event is start, layer, env, ready, egress, refused (the sandbox did
+	// not start, or, during the run, the repository guard undid what the
+	// agent planted in a repository it made: Detail says what),
+	// protected (the guard protected a repository made during the run:
+	// Detail names it; newrepo.go), planted (what
 	// the run made where no mount could protect it and the host may run:
 	// Detail lists the paths), grant or revoke (an egress grant added or
 	// taken away while the sandbox runs: Grants holds it, By who asked,
@@ -161,6 +165,8 @@ func LogAudit(log *slog.Logger) func(Record) {
 		case "refused":
 			lvl = slog.LevelError
 			attrs = append(attrs, "detail", r.Detail)
+		case "protected":
+			attrs = append(attrs, "detail", r.Detail)
 		case "planted":
 			lvl = slog.LevelWarn
 			msg = "sandbox planted files the host may run (made during the run, where nothing protected them): check them before using them"
@@ -187,14 +193,15 @@ func LogAudit(log *slog.Logger) func(Record) {
 // auditEvents are the key events of the audit trail's records, by
 // Record.Event (their journal MESSAGE_IDs: see logevent).
 var auditEvents = map[string]logevent.Event{
-	"start":   logevent.SandboxStart,
-	"layer":   logevent.SandboxLayer,
-	"env":     logevent.SandboxLayer,
-	"egress":  logevent.SandboxEgress,
-	"grant":   logevent.SandboxEgress,
-	"revoke":  logevent.SandboxEgress,
-	"refused": logevent.SandboxRefused,
-	"exit":    logevent.SandboxExit,
+	"start":     logevent.SandboxStart,
+	"layer":     logevent.SandboxLayer,
+	"env":       logevent.SandboxLayer,
+	"egress":    logevent.SandboxEgress,
+	"grant":     logevent.SandboxEgress,
+	"revoke":    logevent.SandboxEgress,
+	"refused":   logevent.SandboxRefused,
+	"protected": logevent.SandboxLayer,
+	"exit":      logevent.SandboxExit,
 }
 
 // DefaultAuditJSONMax is how many bytes a JSON audit sink writes at most
