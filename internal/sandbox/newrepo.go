@@ -195,9 +195,10 @@ type watched struct {
 	kind watchKind
 	// fresh: a git directory made during the run (its configuration is
 	// neutralised, its hooks quarantined); false for those found at start.
-	fresh bool
-	git   int // watchGit, watchHooks (fresh): the git directory (O_PATH)
-	hooks int // watchHooks: the hooks directory under the read-only mount
+	fresh     bool
+	hooksDone bool // watchGit (fresh): its hooks are protected
+	git       int  // watchGit, watchHooks (fresh): the git directory (O_PATH)
+	hooks     int  // watchHooks: the hooks directory under the read-only mount
 }
 
 // guard is the repository guard's state.
@@ -207,9 +208,9 @@ type guard struct {
 	ino                 int
 	roots               map[string]int // grant → O_PATH descriptor
 	wds                 map[int32]*watched
-	seen                map[[2]uint64]bool // git directories handled, by device and inode
-	initial             map[[2]uint64]bool // git directories found at start
-	pending             map[string]bool    // git directories named by a .git or commondir file, not made yet
+	seen                map[[2]uint64]*watched // git directories handled, by device and inode
+	initial             map[[2]uint64]bool     // git directories found at start
+	pending             map[string]bool        // git directories named by a .git or commondir file, not made yet
 	starting, unwatched int
 	watches             int
 	reported            bool
@@ -239,7 +240,7 @@ func runRepoGuard() int {
 		unix.Setfsuid(gc.UID)
 	}
 	g := &guard{cfg: gc, enc: json.NewEncoder(status), roots: map[string]int{}, wds: map[int32]*watched{},
-		seen: map[[2]uint64]bool{}, initial: map[[2]uint64]bool{}, pending: map[string]bool{}}
+		seen: map[[2]uint64]*watched{}, initial: map[[2]uint64]bool{}, pending: map[string]bool{}}
 	if g.ino, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err != nil {
 		fmt.Fprintln(os.Stderr, "soda-sandbox-guard: inotify:", err)
 		return 125
@@ -497,7 +498,11 @@ func (g *guard) maybeGitDir(p string) {
 
 // gitDir protects the git directory p (once): found at start, it is only
 // watched (protectGrants did the rest); made during the run, its hooks
-// are bound read-only and emptied, its configuration checked.
+// are bound read-only and emptied, its configuration checked. A git
+// directory that is neither named .git nor holds HEAD and refs (a linked
+// worktree's, which a .git file names: git takes hooks, refs and the
+// configuration from its commondir) gets no hooks of its own until it
+// holds refs, so that git worktree remove can still remove it.
 func (g *guard) gitDir(p string) {
 	gfd, err := g.open(p, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -509,31 +514,32 @@ func (g *guard) gitDir(p string) {
 		return
 	}
 	key := [2]uint64{st.Dev, st.Ino}
-	if g.seen[key] {
+	own := filepath.Base(p) == ".git" || hasGitLayout(gfd)
+	if w := g.seen[key]; w != nil {
+		if w.fresh && own && !w.hooksDone {
+			g.emit("protected", fmt.Sprintf("repository made during the run: %s: %s", p, strings.Join(g.freshHooks(w), ", ")))
+		}
 		unix.Close(gfd)
 		return
 	}
-	g.seen[key] = true
 	if g.starting > 0 {
-		g.initial[key] = true
-		g.addWatch(gfd, &watched{path: p, kind: watchGit})
+		w := &watched{path: p, kind: watchGit}
+		g.seen[key], g.initial[key] = w, true
+		g.addWatch(gfd, w)
 		unix.Close(gfd)
 		return
 	}
 	fresh := !g.initial[key]
 	w := &watched{path: p, kind: watchGit, fresh: fresh, git: gfd}
+	g.seen[key] = w
 	g.addWatch(gfd, w)
 	if !fresh {
 		unix.Close(gfd)
 		return
 	}
 	var done []string
-	if !underAny(p+"/hooks", g.cfg.Unprotect) {
-		if err := g.protectHooks(p, gfd); err != nil {
-			g.emit("refused", fmt.Sprintf("repository made during the run: %s: hooks NOT protected: %v (reported again at the end if anything is planted)", p, err))
-		} else {
-			done = append(done, "hooks read-only")
-		}
+	if own {
+		done = g.freshHooks(w)
 	}
 	for _, name := range []string{"config", "config.worktree"} {
 		if !underAny(p+"/"+name, g.cfg.Unprotect) {
@@ -543,10 +549,24 @@ func (g *guard) gitDir(p string) {
 	if !underAny(p+"/config", g.cfg.Unprotect) {
 		done = append(done, "configuration kept from running programs")
 	}
-	if t := readPointer(g, p+"/commondir", p); t != "" {
+	if t := readPointer(g, p+"/commondir", ""); t != "" {
 		g.target(t)
 	}
 	g.emit("protected", fmt.Sprintf("repository made during the run: %s: %s", p, strings.Join(done, ", ")))
+}
+
+// freshHooks protects the hooks of the fresh git directory w and says
+// what it did.
+func (g *guard) freshHooks(w *watched) []string {
+	w.hooksDone = true
+	if underAny(w.path+"/hooks", g.cfg.Unprotect) {
+		return nil
+	}
+	if err := g.protectHooks(w.path, w.git); err != nil {
+		g.emit("refused", fmt.Sprintf("repository made during the run: %s: hooks NOT protected: %v (reported again at the end if anything is planted)", w.path, err))
+		return nil
+	}
+	return []string{"hooks read-only"}
 }
 
 // protectHooks makes p/hooks a read-only mount of itself, moves what is

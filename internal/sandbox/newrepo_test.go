@@ -197,10 +197,11 @@ mkdir wt && echo "gitdir: ../elsewhere" > wt/.git
 mkdir -p elsewhere/refs && echo 'ref: refs/heads/master' > elsewhere/HEAD && sleep 0.1
 printf '#!/bin/sh\n' > elsewhere/hooks/post-checkout && echo gitfile-hook=written
 printf '[core]\n\tbare = false\n[alias]\n\tst = !touch %[1]s/pwned\n' > elsewhere/config && sleep 0.2 && cat elsewhere/config
+git init -q main && cd main && git -c user.email=a@b -c user.name=agent commit -q --allow-empty -m x && git worktree add -q ../linked && sleep 0.1 && git worktree remove ../linked && echo worktree=ok
 true`, ws)
 	st, out, errOut, _ := runAudited(t, ws, "/bin/sh", "-c", script)
 	t.Logf("out:\n%s\nstderr:\n%s", out, errOut)
-	if st.Code != 0 || !strings.Contains(out, "bare=ok") {
+	if st.Code != 0 || !strings.Contains(out, "bare=ok") || !strings.Contains(out, "worktree=ok") {
 		t.Fatalf("script exit %d", st.Code)
 	}
 	for _, p := range []string{"bare.git/hooks/post-receive", "elsewhere/hooks/post-checkout"} {
