@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
 
 // Repositories made during the run. protectGrants protects the
@@ -239,6 +240,10 @@ func runRepoGuard() int {
 		unix.Setfsgid(gc.GID)
 		unix.Setfsuid(gc.UID)
 	}
+	if err := dropPrivileges(); err != nil {
+		fmt.Fprintln(os.Stderr, "soda-sandbox-guard:", err)
+		return 125
+	}
 	g := &guard{cfg: gc, enc: json.NewEncoder(status), roots: map[string]int{}, wds: map[int32]*watched{},
 		seen: map[[2]uint64]*watched{}, initial: map[[2]uint64]bool{}, pending: map[string]bool{}}
 	if g.ino, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err != nil {
@@ -380,8 +385,34 @@ func (g *guard) open(p string, flags int) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
-	return unix.Openat2(g.roots[best], rel, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
+	fd, err := unix.Openat2(g.roots[best], rel, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	g.exhausted(err)
+	return fd, err
+}
+
+// exhausted ends the guard when it has no descriptor left (an agent that
+// makes repositories by the thousand): init then stops the sandbox, since
+// the next repository could not be protected.
+func (g *guard) exhausted(err error) {
+	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+		g.emit("refused", "the repository guard has no file descriptor left; the sandbox is stopped (a repository made from now on could not be protected)")
+		os.Exit(1)
+	}
+}
+
+// dropPrivileges leaves the guard CAP_SYS_ADMIN (to mount) and nothing
+// else, on every thread, and no_new_privs.
+func dropPrivileges() error {
+	_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	data[0].Effective = 1 << unix.CAP_SYS_ADMIN
+	data[0].Permitted = 1 << unix.CAP_SYS_ADMIN
+	if _, _, errno := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return fmt.Errorf("capset: %w", errno)
+	}
+	return nil
 }
 
 // addWatch watches the directory open as fd.
@@ -464,6 +495,7 @@ func (g *guard) walk(fd int, p string, inGit bool, depth int) {
 			}
 			cfd, err := unix.Openat2(fd, name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+			g.exhausted(err)
 			if err != nil {
 				continue
 			}
@@ -583,6 +615,7 @@ func (g *guard) protectHooks(p string, gfd int) error {
 		if hfd, err = unix.Openat2(gfd, "hooks", how); err == nil {
 			break
 		}
+		g.exhausted(err)
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			_ = unix.Mkdirat(gfd, "hooks", 0o755)

@@ -81,11 +81,19 @@ git config core.fsmonitor 'touch %[3]s; false' && echo fsmonitor=set
 sleep 0.3
 echo fsmonitor-now=$(git config core.fsmonitor)
 ls -la .git/hooks/
+pgrep -f '^soda-sandbox-guar[d]' >/dev/null && echo guard=running
+kill -9 $(pgrep -f '^soda-sandbox-guar[d]') 2>/dev/null && echo guard=killed || echo guard=unkillable
+grep CapEff /proc/$(pgrep -f '^soda-sandbox-guar[d]')/status
 `, ws, hookMark, fsmonMark)
 	st, out, errOut, recs := runAudited(t, ws, "/bin/sh", "-c", script)
 	t.Logf("out:\n%s\nstderr:\n%s", out, errOut)
 	if st.Code != 0 {
 		t.Fatalf("script exit %d", st.Code)
+	}
+	// The agent can neither stop the guard nor borrow its privilege
+	// beyond CAP_SYS_ADMIN in the sandbox's mount namespace.
+	if !strings.Contains(out, "guard=running") || !strings.Contains(out, "guard=unkillable") || !strings.Contains(out, "CapEff:\t0000000000200000") {
+		t.Errorf("the guard: want running, unkillable, CAP_SYS_ADMIN only: %s", out)
 	}
 	if !strings.Contains(out, "init=ok") || !strings.Contains(out, "commit=ok") {
 		t.Errorf("git init and commit inside the sandbox must work: %s", out)
