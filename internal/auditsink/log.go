@@ -114,6 +114,8 @@ func logEntry(r sandbox.Record) (lvl slog.Level, msg string, attrs []any, ok boo
 	case "refused":
 		lvl = slog.LevelError
 		attrs = append(attrs, "detail", r.Detail)
+	case "protected":
+		attrs = append(attrs, "detail", r.Detail)
 	case "planted":
 		lvl = slog.LevelWarn
 		msg = "sandbox planted files the host may run (made during the run, where nothing protected them): check them before using them"
@@ -139,12 +141,13 @@ func logEntry(r sandbox.Record) (lvl slog.Level, msg string, attrs []any, ok boo
 // auditEvents are the key events of the audit trail's records, by
 // Record.Event (their journal MESSAGE_IDs: see logevent).
 var auditEvents = map[string]logevent.Event{
-	"start":   logevent.SandboxStart,
-	"layer":   logevent.SandboxLayer,
-	"env":     logevent.SandboxLayer,
-	"egress":  logevent.SandboxEgress,
-	"grant":   logevent.SandboxEgress,
-	"revoke":  logevent.SandboxEgress,
-	"refused": logevent.SandboxRefused,
-	"exit":    logevent.SandboxExit,
+	"start":     logevent.SandboxStart,
+	"layer":     logevent.SandboxLayer,
+	"env":       logevent.SandboxLayer,
+	"egress":    logevent.SandboxEgress,
+	"grant":     logevent.SandboxEgress,
+	"revoke":    logevent.SandboxEgress,
+	"refused":   logevent.SandboxRefused,
+	"protected": logevent.SandboxLayer,
+	"exit":      logevent.SandboxExit,
 }

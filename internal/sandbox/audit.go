@@ -18,7 +18,11 @@ type Record struct {
 	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Sandbox string    `json:"sandbox"`
-	// Event is start, layer, env, ready, egress, refused, planted (what
+	// Event is start, layer, env, ready, egress, refused (the sandbox did
+	// not start, or, during the run, the repository guard undid what the
+	// agent planted in a repository it made: Detail says what),
+	// protected (the guard protected a repository made during the run:
+	// Detail names it; see internal/sandboxinit/newrepo.go), planted (what
 	// the run made where no mount could protect it and the host may run:
 	// Detail lists the paths), grant or revoke (an egress grant added or
 	// taken away while the sandbox runs: Grants holds it, By who asked,

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/soda-project/soda/internal/sandbox/wire"
 	"slices"
 	"strings"
 )
@@ -64,6 +65,7 @@ func baseEnv(s *Spec) []string {
 		"LANG=C.UTF-8",
 		"SHELL=/bin/sh",
 		"SODA_SANDBOX_ID=" + s.ID,
+		"GIT_TEMPLATE_DIR=" + wire.GitTemplateDir, // empty: git init makes no hooks (sandboxinit/newrepo.go)
 	}
 	return append(env, netEnv(s)...)
 }

@@ -65,6 +65,8 @@ type Sandbox struct {
 	waitOnce    sync.Once
 	exit        ExitStatus
 	waitErr     error
+
+	statusDone chan struct{} // closed when init's status pipe ends (newrepo.go)
 }
 
 // ExitStatus is how the sandboxed command ended.
@@ -371,16 +373,28 @@ func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver, loc
 // waitReady reads init's status lines until the command started.
 func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 	done := make(chan error, 1)
+	// The repository guard writes on after the command started: read
+	// until the end (newrepo.go).
+	statR, sb.statusDone = keepStatus(statR)
 	go func() {
+		defer close(sb.statusDone)
+		defer statR.Close()
+		ready := false
 		sc := bufio.NewScanner(statR)
 		sc.Buffer(make([]byte, 64<<10), 64<<10)
 		for sc.Scan() {
 			var m wire.Status
 			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				if ready {
+					continue
+				}
 				done <- fmt.Errorf("sandbox init: bad status line %q", truncate(sc.Text(), 200))
 				return
 			}
 			switch {
+			case m.Event != "":
+				sb.guardRecord(m)
+			case ready:
 			case m.Error != "":
 				var err error = errors.New(m.Error)
 				switch {
@@ -395,7 +409,7 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 				sb.log.Debug("sandbox init", "step", "command started", "elapsed", m.Elapsed)
 				sb.record(Record{Event: "ready", Pid: m.Pid})
 				done <- nil
-				return
+				ready = true
 			case m.Layer != "":
 				sb.log.Debug("sandbox init", "step", m.Layer, "elapsed", m.Elapsed)
 				sb.record(Record{Event: "layer", Layer: m.Layer, State: m.State, Detail: m.Detail})
@@ -406,7 +420,9 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 				}
 			}
 		}
-		done <- errors.New("sandbox init exited before starting the command (see its stderr)")
+		if !ready {
+			done <- errors.New("sandbox init exited before starting the command (see its stderr)")
+		}
 	}()
 	t := time.NewTimer(startTimeout)
 	defer t.Stop()
@@ -662,6 +678,7 @@ loop:
 	}
 	tExit := time.Now()
 	sb.cleanup(context.WithoutCancel(ctx))
+	sb.awaitStatus()
 	if sb.watch != nil {
 		if p := sb.watch.planted(); len(p) > 0 {
 			sb.log.Warn("the sandbox made files the host may run, where nothing could protect them (they did not exist when it started): check them before using them", "planted", strings.Join(p, " "))

@@ -127,16 +127,10 @@ func (w *plantWatch) removePlaceholders() {
 	w.placeholders = nil
 }
 
-// gitRunsKeys are configuration keys (lowercase, as "section.key" or a
-// section prefix) with which git runs a program or reads one more file.
-var gitRunsKeys = []string{"core.hookspath", "core.fsmonitor", "core.sshcommand", "core.pager", "core.editor",
-	"core.askpass", "core.gitproxy", "sequence.editor", "diff.external", "gpg.program", "credential.helper",
-	"alias.", "filter.", "diff.", "merge.", "include.", "includeif.", "uploadpack.", "receive.procreceive"}
-
 // planted lists the paths made during the run that the host may run:
 // protected home paths that did not exist, and in git directories that
 // did not exist, hooks (other than git's *.sample) and a configuration
-// that names a program (gitRunsKeys). Unprotected paths are left out.
+// that names a program (protect.GitRunsKeys). Unprotected paths are left out.
 func (w *plantWatch) planted() []string {
 	var out []string
 	keep := func(p string) {
@@ -165,46 +159,11 @@ func (w *plantWatch) planted() []string {
 					}
 				}
 			}
-			if b, err := os.ReadFile(filepath.Join(d, "config")); err == nil && gitConfigRuns(string(b)) {
+			if b, err := os.ReadFile(filepath.Join(d, "config")); err == nil && protect.GitConfigRuns(string(b)) {
 				keep(filepath.Join(d, "config"))
 			}
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// gitConfigRuns says whether a git configuration file sets one of
-// gitRunsKeys (a rough reading of git's syntax: sections and keys,
-// case-insensitive; enough to warn, not to parse every quoting form).
-func gitConfigRuns(text string) bool {
-	section := ""
-	for _, line := range strings.Split(text, "\n") {
-		line = strings.ToLower(strings.TrimSpace(line))
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if line[0] == '[' {
-			end := strings.IndexByte(line, ']')
-			if end < 0 {
-				continue
-			}
-			name := strings.Fields(strings.Trim(line[1:end], " "))
-			if len(name) > 0 {
-				section = strings.SplitN(name[0], ".", 2)[0]
-			}
-			line = strings.TrimSpace(line[end+1:])
-			if line == "" {
-				continue
-			}
-		}
-		key, _, _ := strings.Cut(line, "=")
-		full := section + "." + strings.TrimSpace(key)
-		if slices.ContainsFunc(gitRunsKeys, func(k string) bool {
-			return full == k || strings.HasSuffix(k, ".") && strings.HasPrefix(full, k)
-		}) {
-			return true
-		}
-	}
-	return false
 }

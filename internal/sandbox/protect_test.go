@@ -7,25 +7,6 @@ import (
 	"testing"
 )
 
-func TestGitConfigRuns(t *testing.T) {
-	for _, tt := range []struct {
-		text string
-		want bool
-	}{
-		{"[core]\n\trepositoryformatversion = 0\n\tbare = false\n", false},
-		{"[core]\n\thooksPath = /tmp\n", true},
-		{"[Core]\n  FSMonitor=/tmp/x\n", true},
-		{"[alias]\n\tst = !sh -c id\n", true},
-		{"[filter \"lfs\"]\n\tclean = x\n", true},
-		{"[user]\n\tname = a\n[core] sshCommand = x\n", true},
-		{"# [core] hooksPath = x\n[user]\nemail = a@b\n", false},
-	} {
-		if got := gitConfigRuns(tt.text); got != tt.want {
-			t.Errorf("gitConfigRuns(%q) = %v, want %v", tt.text, got, tt.want)
-		}
-	}
-}
-
 func TestResolveUnprotect(t *testing.T) {
 	ws := t.TempDir()
 	if err := os.Mkdir(filepath.Join(ws, "repo"), 0o755); err != nil {

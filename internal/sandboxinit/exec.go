@@ -119,6 +119,9 @@ func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 				}
 				id, ok := running[pid]
 				if !ok {
+					if cfg.guard.died(pid) {
+						return 125
+					}
 					continue // an orphan: PID 1 reaps it
 				}
 				delete(running, pid)
@@ -136,6 +139,7 @@ func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 				continue
 			}
 			// Stopping the sandbox: init's exit ends it all.
+			cfg.guard.drain()
 			return 128 + int(s.(syscall.Signal))
 		}
 	}

@@ -160,6 +160,10 @@ func runInit() int {
 	if b, err := cfgIn.ReadByte(); err != nil || b != wire.PlacedByte {
 		return fail(wire.LayerCgroup, errors.New("host did not confirm the cgroup placement"))
 	}
+	// The repository guard, in the cgroup, before init confines itself.
+	if cfg.guard, err = startRepoGuard(&cfg, status); err != nil {
+		return fail(wire.LayerMountNS, err)
+	}
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fail(wire.LayerMountNS, fmt.Errorf("unshare the cgroup namespace: %w", err))
 	}
@@ -173,6 +177,9 @@ func runInit() int {
 
 	if layer, err := confine(&cfg, report); err != nil {
 		return fail(layer, err)
+	}
+	if err := cfg.guard.waitReady(); err != nil {
+		return fail(wire.LayerMountNS, err)
 	}
 
 	// Egress relay: every connection and DNS query goes to the host.
@@ -206,6 +213,7 @@ func runInit() int {
 	// Reap everything (on another thread: wait4 sees the children of every
 	// thread); the command's status is ours.
 	exited := make(chan syscall.WaitStatus, 1)
+	guardDied := make(chan struct{})
 	go func() {
 		for {
 			var ws syscall.WaitStatus
@@ -220,6 +228,9 @@ func runInit() int {
 			if pid == proc.Pid {
 				exited <- ws
 				return
+			}
+			if cfg.guard.died(pid) {
+				close(guardDied)
 			}
 		}
 	}()
@@ -238,10 +249,14 @@ func runInit() int {
 			// The command leads its own session, so it is in this group
 			// (a session leader cannot leave it): one delivery each.
 			_ = syscall.Kill(-proc.Pid, s.(syscall.Signal))
+		case <-guardDied:
+			_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+			return 125
 		case ws, ok := <-exited:
 			if !ok {
 				return 125
 			}
+			cfg.guard.drain()
 			// Exit with the command's status: the end of PID 1 ends the
 			// PID namespace, and the kernel kills whatever the command left.
 			if pty != nil {

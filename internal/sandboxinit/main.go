@@ -30,13 +30,17 @@ func IsInit() bool {
 		return false
 	}
 	role := os.Getenv(wire.RoleEnv)
-	return (os.Args[0] == wire.InitArg0 && role == wire.RoleInit) || (os.Args[0] == wire.HoldArg0 && role == wire.RoleHold)
+	return (os.Args[0] == wire.InitArg0 && role == wire.RoleInit) || (os.Args[0] == wire.HoldArg0 && role == wire.RoleHold) ||
+		(os.Args[0] == guardArg0 && role == roleGuard)
 }
 
 // Main runs the sandbox role of this process (see IsInit) and never returns.
 func Main() {
 	if os.Args[0] == wire.HoldArg0 {
 		os.Exit(runHold())
+	}
+	if os.Args[0] == guardArg0 {
+		os.Exit(runRepoGuard())
 	}
 	os.Exit(runInit())
 }
@@ -57,6 +61,7 @@ type config struct {
 	cgroupLayout  *cgroupLayout // how the host mounts /sys/fs/cgroup
 	protected     []string      // paths made read-only by protectGrants
 	unprotected   []string      // protected paths left writable by Unprotect
+	guard         *repoGuard    // the repository guard, if any (newrepo.go)
 }
 
 // grant is one granted path.

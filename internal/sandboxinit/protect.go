@@ -16,6 +16,9 @@ import (
 // directories are made there, on the real filesystem, not through an
 // idmapped grant.
 func protectGrants(cfg *config, hostRoot string) (done, skipped []string, err error) {
+	if err := makeGitTemplate(); err != nil {
+		return nil, nil, err
+	}
 	var homes []string
 	if f, err := os.Open("/etc/passwd"); err == nil {
 		homes = protect.PasswdHomes(f)

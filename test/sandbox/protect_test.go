@@ -26,7 +26,10 @@ func protectScript(ws, home string) string {
 		// A repository the agent makes during the run.
 		`git init -q $N`,
 		`try new-hook sh -c 'printf "#!/bin/sh\ntouch /tmp/pwned\n" > $N/.git/hooks/post-checkout && chmod +x $N/.git/hooks/post-checkout'`,
-		`try new-config git -C $N config core.hooksPath /tmp`,
+		// git writes the configuration (by rename: no mount can refuse it);
+		// the guard takes the key out again at once.
+		`try new-config sh -c 'git -C $N config core.hooksPath /tmp; sleep 0.3; test -n "$(git -C $N config core.hooksPath)"'`,
+		`try new-fsmonitor sh -c 'git -C $N config core.fsmonitor "touch /tmp/pwned"; sleep 0.3; test -n "$(git -C $N config core.fsmonitor)"'`,
 		`try ok-new-commit sh -c 'cd $N && echo hi > f && git add f && git -c user.email=a@b -c user.name=agent commit -qm agent'`,
 		// The home that a grant holds.
 		`try bashrc sh -c 'echo "touch /tmp/pwned" >> $H/.bashrc'`,
@@ -51,10 +54,6 @@ func protectScript(ws, home string) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-// knownGaps are the plantings that no mount can stop, since their path
-// does not exist when the sandbox is built (docs/sandbox.md).
-var knownGaps = []string{"new-hook", "new-config"}
 
 // outcomes parses protectScript's output.
 func outcomes(out string) map[string]string {
@@ -92,7 +91,9 @@ chown -R %[3]s %[1]s %[2]s`, ws, home, who)
 		t.Cleanup(func() { e.exec(execOpts{}, "userdel", "protect"+who) })
 		before := e.exec(execOpts{}, "sh", "-c", fmt.Sprintf("cd %s && sha256sum .bashrc .profile .ssh/authorized_keys .gitconfig .zshrc", home)).stdout
 
-		r := e.sodactl(execOpts{user: user}, append(pre, "--rw", ws, "--rw", home, "--", "sh", "-c", protectScript(ws, home))...)
+		audit0 := e.bin + "/audit/protect0-" + who + ".jsonl"
+		e.exec(execOpts{}, "rm", "-f", audit0)
+		r := e.sodactl(execOpts{user: user}, append(pre, "--rw", ws, "--rw", home, "--audit-json", audit0, "--", "sh", "-c", protectScript(ws, home))...)
 		if r.err != nil {
 			t.Fatalf("protect script: %s", r)
 		}
@@ -105,31 +106,38 @@ chown -R %[3]s %[1]s %[2]s`, ws, home, who)
 		if len(names) < 20 {
 			t.Fatalf("protect script printed %d outcomes: %s", len(names), r)
 		}
-		var gaps []string
 		for _, n := range names {
 			want := "refused"
 			if strings.HasPrefix(n, "ok-") {
 				want = "written"
-			}
-			if slices.Contains(knownGaps, n) {
-				if got[n] != want {
-					gaps = append(gaps, n+"="+got[n])
-				}
-				continue
 			}
 			if got[n] != want {
 				t.Errorf("%s: %s, want %s", n, got[n], want)
 			}
 		}
 		t.Run("made during the run", func(t *testing.T) {
-			// What no mount could stop is named when the run ends.
-			for _, p := range []string{ws + "/new/.git/hooks/post-checkout", ws + "/new/.git/config"} {
-				if !strings.Contains(r.stderr, "planted") || !strings.Contains(r.stderr, p) {
-					t.Errorf("the end of the run does not name the planted %s: %s", p, r.stderr)
-				}
+			// The repository made with git init inside the run: on the
+			// host, its owner's checkout and status run nothing of it.
+			e.exec(execOpts{}, "rm", "-f", "/tmp/pwned")
+			owner := user
+			c := e.exec(execOpts{user: owner}, "sh", "-c", "cd "+ws+"/new && git checkout -q -b other && git status --short && ls -A .git/hooks && git config core.hooksPath; git config core.fsmonitor; true")
+			if strings.TrimSpace(c.stdout) != "" || c.err != nil {
+				t.Errorf("the new repository on the host: %s", c)
 			}
-			if len(gaps) > 0 {
-				t.Skipf("KNOWN GAP (docs/sandbox.md, \"Planted files\"): a repository made during the run is not protected: %s", strings.Join(gaps, " "))
+			if p := e.exec(execOpts{}, "ls", "/tmp/pwned"); p.err == nil {
+				t.Errorf("the host's git ran what the sandbox planted in a repository it made")
+			}
+			if strings.Contains(r.stderr, "planted") {
+				t.Errorf("something planted was left: %s", r.stderr)
+			}
+			var protected, refused bool
+			for _, rec := range e.auditRecords(t, audit0) {
+				d := fmt.Sprint(rec["detail"])
+				protected = protected || rec["event"] == "protected" && strings.Contains(d, ws+"/new/.git")
+				refused = refused || rec["event"] == "refused" && strings.Contains(d, ws+"/new/.git/config") && strings.Contains(d, "core.hookspath")
+			}
+			if !protected || !refused {
+				t.Errorf("audit: protected record %v, refused record for core.hooksPath %v", protected, refused)
 			}
 		})
 		// Nothing of it reached the host.
@@ -167,6 +175,31 @@ chown -R %[3]s %[1]s %[2]s`, ws, home, who)
 		}
 		if !found {
 			t.Errorf("audit start record does not name the unprotected path")
+		}
+		e.noLeftovers(t)
+	})
+}
+
+// TestProtectedNewRepoRace: the agent makes many repositories and writes
+// an executable post-checkout in each at once (no fork in between); none
+// is left after the run.
+func TestProtectedNewRepoRace(t *testing.T) {
+	e := requireEnv(t)
+	asEach(t, func(t *testing.T, user, who string, pre []string) {
+		ws := e.bin + "/ws-race-" + who
+		if r := e.exec(execOpts{}, "sh", "-c", fmt.Sprintf("rm -rf %[1]s && mkdir -p %[1]s && chown %[2]s %[1]s", ws, who)); r.err != nil {
+			t.Fatal(r)
+		}
+		perl := `for my $i (1..200) { my $d = "r$i/.git"; mkdir "r$i"; mkdir $d; mkdir "$d/hooks";
+  if (open(my $f, ">", "$d/hooks/post-checkout")) { print $f "#!/bin/sh\ntouch /tmp/pwned\n"; close $f; chmod 0755, "$d/hooks/post-checkout"; $w++ } }
+print "written=$w\n";`
+		r := e.sodactl(execOpts{user: user}, append(pre, "--rw", ws, "--", "sh", "-c", "cd "+ws+" && perl -e '"+perl+"'")...)
+		if r.err != nil || !strings.Contains(r.stdout, "written=") {
+			t.Fatalf("race: %s", r)
+		}
+		t.Logf("%s", strings.TrimSpace(r.stdout))
+		if c := e.exec(execOpts{}, "sh", "-c", "ls "+ws+"/r*/.git/hooks/ | grep -v -e '^$' -e ':$'"); strings.TrimSpace(c.stdout) != "" {
+			t.Errorf("hooks left after the run: %s", c.stdout)
 		}
 		e.noLeftovers(t)
 	})

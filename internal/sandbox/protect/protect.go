@@ -75,9 +75,9 @@ var HomeDirsMade = []string{".ssh", ".config/autostart", ".config/systemd/user",
 // repositories (a repository's directory at depth 0 to RepoDepth).
 const RepoDepth = 3
 
-// repoSkip are directories that the search does not enter (big, and not
+// RepoSkip are directories that the search does not enter (big, and not
 // where repositories are kept).
-var repoSkip = []string{"node_modules", ".cache"}
+var RepoSkip = []string{"node_modules", ".cache"}
 
 // Protection is one mount init makes to protect a path.
 type Protection struct {
@@ -206,7 +206,7 @@ func FindGitDirs(g string) (dirs, files []string) {
 			}
 			return nil
 		}
-		if d.IsDir() && (depth > RepoDepth || slices.Contains(repoSkip, d.Name())) {
+		if d.IsDir() && (depth > RepoDepth || slices.Contains(RepoSkip, d.Name())) {
 			return fs.SkipDir
 		}
 		return nil
@@ -342,4 +342,45 @@ func EnsureDir(hostRoot, p string, mode os.FileMode) {
 	}
 	_ = unix.Fchownat(fd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
 	_ = unix.Fchmodat(fd, name, uint32(mode.Perm()), 0)
+}
+
+// GitRunsKeys are configuration keys (lowercase, as "section.key" or a
+// section prefix) with which git runs a program or reads one more file.
+var GitRunsKeys = []string{"core.hookspath", "core.fsmonitor", "core.sshcommand", "core.pager", "core.editor",
+	"core.askpass", "core.gitproxy", "sequence.editor", "diff.external", "gpg.program", "credential.helper",
+	"alias.", "filter.", "diff.", "merge.", "include.", "includeif.", "uploadpack.", "receive.procreceive"}
+
+// GitConfigRuns says whether a git configuration file sets one of
+// GitRunsKeys (a rough reading of git's syntax: sections and keys,
+// case-insensitive; enough to warn, not to parse every quoting form).
+func GitConfigRuns(text string) bool {
+	section := ""
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.ToLower(strings.TrimSpace(line))
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if line[0] == '[' {
+			end := strings.IndexByte(line, ']')
+			if end < 0 {
+				continue
+			}
+			name := strings.Fields(strings.Trim(line[1:end], " "))
+			if len(name) > 0 {
+				section = strings.SplitN(name[0], ".", 2)[0]
+			}
+			line = strings.TrimSpace(line[end+1:])
+			if line == "" {
+				continue
+			}
+		}
+		key, _, _ := strings.Cut(line, "=")
+		full := section + "." + strings.TrimSpace(key)
+		if slices.ContainsFunc(GitRunsKeys, func(k string) bool {
+			return full == k || strings.HasSuffix(k, ".") && strings.HasPrefix(full, k)
+		}) {
+			return true
+		}
+	}
+	return false
 }

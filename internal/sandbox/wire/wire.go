@@ -42,8 +42,13 @@ const (
 	// Version is the version of this protocol, sent in Config.Version:
 	// init refuses a configuration of another version (a host and an init
 	// binary from different builds).
-	Version = 1
+	Version = 2
 )
+
+// GitTemplateDir is the sandbox's empty, read-only git template directory
+// (GIT_TEMPLATE_DIR): git init and git clone copy no hooks there (see
+// internal/sandboxinit/newrepo.go).
+const GitTemplateDir = "/run/soda-sandbox/git-template"
 
 // SandboxHome is where the sandbox's home appears inside it.
 const SandboxHome = "/home/agent"
@@ -116,6 +121,10 @@ type Status struct {
 	Code   int    `json:"code,omitempty"`  // with Error: the command could not start (126, 127)
 	Ready  bool   `json:"ready,omitempty"` // the command has been started
 	Pid    int    `json:"pid,omitempty"`   // its pid inside the sandbox
+	// Event, from the repository guard, is an audit record to make:
+	// "protected" or "refused", with Detail. Such lines also come after
+	// Ready: the host reads the pipe to its end.
+	Event string `json:"event,omitempty"`
 	// Elapsed is the time since init's main started, for -v timings.
 	Elapsed time.Duration `json:"elapsed,omitempty"`
 }
