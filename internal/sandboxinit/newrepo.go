@@ -902,7 +902,6 @@ func continues(raw string) bool {
 	return escaped
 }
 
-
 // truncate cuts s to n bytes, marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
