@@ -644,7 +644,9 @@ func TestUnconfined(t *testing.T) {
 			{[]string{"cpuburn", "0.3"}, func(m map[string]any) error {
 				cpu, _ := m["cpu_seconds"].(float64)
 				wall, _ := m["wall_seconds"].(float64)
-				if wall < 0.3 || cpu <= 0.1 {
+				// Its CPU time is its share of a loaded machine (0.08 s
+				// of 0.36 s seen with 4 test runs on 2 cores): some.
+				if wall < 0.3 || cpu <= 0.02 {
 					return errors.New("want wall >= 0.3 s and some CPU time")
 				}
 				return nil
