@@ -1,9 +1,9 @@
 // Package sandbox runs a command in a sandbox built from the kernel's own
 // parts, and fails closed when one of them cannot be had.
 //
-// The host side (Linux.Start) checks the spec, leases a uid for root
+// The host side (New, Linux.Start) checks the spec, leases a uid for root
 // callers, creates the cgroup (a transient systemd scope, or a directory
-// of its own), and executes the init binary Linux.InitPath
+// of its own), and executes the init binary Config.InitPath
 // (soda-sandbox-init, see FindInit and internal/sandboxinit) as the
 // sandbox's PID 1 in new user (for unprivileged callers), mount, pid,
 // network, IPC, UTS and cgroup namespaces, sending it its configuration
@@ -16,4 +16,6 @@
 // the egress proxy, records the audit trail (Record) and tears everything
 // down when the command ends (Sandbox.Wait). docs/sandbox.md describes
 // each layer and what it stops.
+//
+// The package is Linux-only: every file with code is a _linux.go file.
 package sandbox

@@ -47,7 +47,7 @@ const (
 
 // GitTemplateDir is the sandbox's empty, read-only git template directory
 // (GIT_TEMPLATE_DIR): git init and git clone copy no hooks there (see
-// internal/sandboxinit/newrepo.go).
+// internal/sandboxinit/newrepo_linux.go).
 const GitTemplateDir = "/run/soda-sandbox/git-template"
 
 // SandboxHome is where the sandbox's home appears inside it.

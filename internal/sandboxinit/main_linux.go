@@ -1,19 +1,3 @@
-// Package sandboxinit is the sandbox's PID 1, soda-sandbox-init
-// (cmd/soda-sandbox-init): the host side (internal/sandbox) executes it in
-// new user (for unprivileged callers), mount, pid, network, IPC, UTS and
-// cgroup namespaces and sends it its configuration (internal/sandbox/wire).
-// Init builds a private root (rootfs.go: read-only system directories,
-// the grants mounted as checked and their protected paths read-only, a
-// tmpfs home, fresh /proc and /sys, per-sandbox identity files), sets up
-// the egress relay (internal/egress), confines itself (confine.go:
-// bounding set, uid, no_new_privs, Landlock, rlimits, seccomp) and only
-// then forks the command, or, for a live sandbox, every command the host
-// sends (exec.go). The same binary, in its hold role, keeps the user
-// namespaces of idmapped mounts alive.
-//
-// It links only what PID 1 uses: none of the host side, the MCP bridge,
-// its HTTP front, go-sdk or D-Bus (cmd/soda-sandbox-init's deps_test.go
-// checks).
 package sandboxinit
 
 import (
@@ -61,7 +45,7 @@ type config struct {
 	cgroupLayout  *cgroupLayout // how the host mounts /sys/fs/cgroup
 	protected     []string      // paths made read-only by protectGrants
 	unprotected   []string      // protected paths left writable by Unprotect
-	guard         *repoGuard    // the repository guard, if any (newrepo.go)
+	guard         *repoGuard    // the repository guard, if any (newrepo_linux.go)
 }
 
 // grant is one granted path.

@@ -58,15 +58,15 @@ type Sandbox struct {
 	cancelProxy context.CancelFunc
 	proxyDone   chan struct{}
 	started     time.Time
-	watch       *plantWatch // what no mount protects (protect.go)
-	execCh      execChannel // Spec.Persistent: commands sent to init (exec.go)
+	watch       *plantWatch // what no mount protects (protect_linux.go)
+	execCh      execChannel // Spec.Persistent: commands sent to init (exec_linux.go)
 	stopOnce    sync.Once
 	stopCh      chan struct{} // closed by Stop
 	waitOnce    sync.Once
 	exit        ExitStatus
 	waitErr     error
 
-	statusDone chan struct{} // closed when init's status pipe ends (newrepo.go)
+	statusDone chan struct{} // closed when init's status pipe ends (newrepo_linux.go)
 }
 
 // ExitStatus is how the sandboxed command ended.
@@ -374,7 +374,7 @@ func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver, loc
 func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 	done := make(chan error, 1)
 	// The repository guard writes on after the command started: read
-	// until the end (newrepo.go).
+	// until the end (newrepo_linux.go).
 	statR, sb.statusDone = keepStatus(statR)
 	go func() {
 		defer close(sb.statusDone)

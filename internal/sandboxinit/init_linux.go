@@ -191,7 +191,7 @@ func runInit() int {
 	}
 
 	if cfg.Persistent {
-		// A live sandbox: commands come from the host (exec.go).
+		// A live sandbox: commands come from the host (exec_linux.go).
 		report(wire.Status{Ready: true})
 		status.Close()
 		cfgFile.Close()

@@ -188,7 +188,7 @@ func buildRoot(cfg *config, userns []*os.File) error {
 		return err
 	}
 	// What the host would run later: git hooks and configuration, shell
-	// start-up files (protect.go).
+	// start-up files (protect_linux.go).
 	if cfg.protected, cfg.unprotected, err = protectGrants(cfg, oldRoot); err != nil {
 		return err
 	}

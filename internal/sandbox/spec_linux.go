@@ -120,7 +120,7 @@ type Spec struct {
 	// Empty with Persistent: the sandbox runs only what Exec asks.
 	Argv []string
 	// Persistent keeps the sandbox alive, its init waiting for commands
-	// sent by (*Sandbox).Exec, until Close (see exec.go). Argv, if set, is
+	// sent by (*Sandbox).Exec, until Close (see exec_linux.go). Argv, if set, is
 	// ignored: every command is an Exec.
 	Persistent bool
 	// Env is the extra environment, filtered by FilterEnv; the sandbox's
@@ -157,7 +157,7 @@ type Spec struct {
 	Timeout time.Duration
 	// Unprotect lists paths inside the read-write grants that stay
 	// writable although the sandbox protects them (git hooks and
-	// configuration, shell start-up files, ~/.ssh, …: see protect.go);
+	// configuration, shell start-up files, ~/.ssh, …: see protect_linux.go);
 	// each path and everything below it. Audited on the start record.
 	Unprotect []string
 	// AllowDegraded lists layers that may be skipped when unavailable.

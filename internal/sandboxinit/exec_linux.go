@@ -14,7 +14,7 @@ import (
 	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
-// serveExec is a live sandbox's init once confined (see exec.go): it runs
+// serveExec is a live sandbox's init once confined (see exec_linux.go): it runs
 // the host's commands, reaps them and every orphan, and reports each
 // command's status, until the host closes the exec socket (exit 0) or
 // signals init (128+N). It runs on the locked, confined thread, which

@@ -1,0 +1,19 @@
+// Package sandboxinit is the sandbox's PID 1, soda-sandbox-init
+// (cmd/soda-sandbox-init): the host side (internal/sandbox) executes it in
+// new user (for unprivileged callers), mount, pid, network, IPC, UTS and
+// cgroup namespaces and sends it its configuration (internal/sandbox/wire).
+// Init builds a private root (rootfs_linux.go: read-only system directories,
+// the grants mounted as checked and their protected paths read-only, a
+// tmpfs home, fresh /proc and /sys, per-sandbox identity files), sets up
+// the egress relay (internal/egress), confines itself (confine_linux.go:
+// bounding set, uid, no_new_privs, Landlock, rlimits, seccomp) and only
+// then forks the command, or, for a live sandbox, every command the host
+// sends (exec_linux.go). The same binary, in its hold role, keeps the user
+// namespaces of idmapped mounts alive.
+//
+// It links only what PID 1 uses: none of the host side, the MCP bridge,
+// its HTTP front, go-sdk or D-Bus (cmd/soda-sandbox-init's deps_test.go
+// checks).
+//
+// The package is Linux-only: every file with code is a _linux.go file.
+package sandboxinit
