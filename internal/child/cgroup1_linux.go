@@ -259,30 +259,36 @@ func (p *cgroup1Placer) hierarchy() ([]cgroup1.Subsystem, error) {
 
 func (p *cgroup1Placer) NewGroup(id string) (Group, error) {
 	name := p.prefix + "-" + id
-	g := &cgroup1Group{name: name, paths: map[string]string{}}
+	g := &cgroup1Group{name: name, paths: map[string]string{}, made: make(chan struct{})}
 	for c := range p.mounts {
 		g.dirs = append(g.dirs, filepath.Join(p.mounts[c], p.base[c], name))
 		g.paths[string(c)] = filepath.Join(p.own[c], name)
 	}
 	slices.Sort(g.dirs)
-	path := func(c cgroup1.Name) (string, error) { return filepath.Join(p.base[c], name), nil }
-	cg, err := cgroup1.New(path, p.resources(), cgroup1.WithHierarchy(p.hierarchy))
-	if err != nil {
-		// cgroup1.New leaves what it made: remove the empty directories.
-		for _, d := range g.dirs {
-			_ = os.Remove(d)
-		}
-		return nil, fmt.Errorf("create cgroup v1 %s: %w", name, err)
-	}
-	g.cg = cg
 	if p.v2 != nil {
 		v2, err := p.v2.NewGroup(id)
 		if err != nil {
-			_ = g.Release()
 			return nil, err
 		}
 		g.v2 = v2.(*cgroupGroup)
 	}
+	// The v1 directories (a memory cgroup is the dearest to make) are made
+	// while the caller starts the process, which joins them in Started:
+	// v1 has no CLONE_INTO_CGROUP, the process is moved in anyway.
+	path := func(c cgroup1.Name) (string, error) { return filepath.Join(p.base[c], name), nil }
+	go func() {
+		defer close(g.made)
+		cg, err := cgroup1.New(path, p.resources(), cgroup1.WithHierarchy(p.hierarchy))
+		if err != nil {
+			// cgroup1.New leaves what it made: remove the empty directories.
+			for _, d := range g.dirs {
+				_ = os.Remove(d)
+			}
+			g.err = fmt.Errorf("create cgroup v1 %s: %w", name, err)
+			return
+		}
+		g.cg = cg
+	}()
 	return g, nil
 }
 
@@ -327,7 +333,9 @@ func (p *cgroup1Placer) Sweep(log *slog.Logger, minAge time.Duration) []string {
 // cgroup1Group is a child's directories in the v1 hierarchies (and its v2
 // directory, if any).
 type cgroup1Group struct {
+	made  chan struct{} // closed once the v1 directories are made (cg) or not (err)
 	cg    cgroup1.Cgroup
+	err   error
 	name  string
 	dirs  []string          // the v1 directories
 	paths map[string]string // controller → path, as /proc/PID/cgroup shows it
@@ -354,6 +362,9 @@ func (g *cgroup1Group) Started(ctx context.Context, pid int) error {
 			return err
 		}
 	}
+	if <-g.made; g.err != nil {
+		return g.err
+	}
 	if err := g.cg.AddProc(uint64(pid)); err != nil {
 		return fmt.Errorf("move pid %d into cgroup v1 %s: %w", pid, g.name, err)
 	}
@@ -370,6 +381,7 @@ func (g *cgroup1Group) String() string {
 
 // pids lists the group's processes, from the v2 directory and every v1 one.
 func (g *cgroup1Group) pids() []int {
+	<-g.made
 	var out []int
 	if g.v2 != nil {
 		if procs, err := g.v2.m.Procs(true); err == nil {
@@ -432,6 +444,7 @@ func (g *cgroup1Group) Count() int { return len(g.pids()) }
 // stats every file of the tree first; rmdir alone is what the kernel
 // needs, and it refuses while a process is left.)
 func (g *cgroup1Group) Release() error {
+	<-g.made
 	var errs []error
 	if g.v2 != nil {
 		if err := g.v2.Release(); err != nil {
