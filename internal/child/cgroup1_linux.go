@@ -257,6 +257,9 @@ func (p *cgroup1Placer) hierarchy() ([]cgroup1.Subsystem, error) {
 	return out, nil
 }
 
+// NewGroup makes the group's v2 directory at once and its v1 directories
+// in the background; Started waits for them (and reports their failure),
+// as do Signal, Kill, Count and Release.
 func (p *cgroup1Placer) NewGroup(id string) (Group, error) {
 	name := p.prefix + "-" + id
 	g := &cgroup1Group{name: name, paths: map[string]string{}, made: make(chan struct{})}

@@ -47,6 +47,7 @@ func TestCgroup1GroupLimitsKillRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			g1 := g.(*cgroup1Group)
+			<-g1.made // the v1 directories are made while the caller starts the process
 			for file, want := range map[string]string{
 				"memory/memory.limit_in_bytes":       strconv.Itoa(256 << 20),
 				"memory/memory.memsw.limit_in_bytes": strconv.Itoa(256 << 20),
