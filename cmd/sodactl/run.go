@@ -212,11 +212,18 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	if removed, err := engine.SweepLeftovers(ctx); err != nil {
-		log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
-	} else if len(removed) > 0 {
-		log.Info("removed what killed sandboxes left", "removed", removed)
-	}
+	// What killed runs left is swept while this sandbox starts (the sweep
+	// never touches a live sandbox, this one included), and before exit.
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		if removed, err := engine.SweepLeftovers(ctx); err != nil {
+			log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
+		} else if len(removed) > 0 {
+			log.Info("removed what killed sandboxes left", "removed", removed)
+		}
+	}()
+	defer func() { <-swept }()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
