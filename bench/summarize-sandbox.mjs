@@ -81,6 +81,12 @@ if (startupRows.length) {
     const so = hs.median_ms - ht.median_ms, co = hc.median_ms - ht.median_ms;
     p(`Target: on the host, sodactl's overhead ≤ ⅓ of \`codex sandbox\`'s — ${sign(so, 2)} ms against ${sign(co, 2)} ms ` +
       `(${fmt(so / co, 2)}): ${verdict(so <= co / 3)}.`);
+    const bs = st('box', 'sodactl')?.res, bt = st('box', 'true')?.res;
+    if (bs && bt) {
+      const bo = bs.median_ms - bt.median_ms;
+      p(`Target: the full stack in the systemd box, overhead ≤ ½ of \`codex sandbox\`'s on the host — ${sign(bo, 2)} ms against ` +
+        `${sign(co, 2)} ms (${fmt(bo / co, 2)}): ${verdict(bo <= co / 2)}.`);
+    }
   }
 }
 
