@@ -297,3 +297,31 @@ func TestFormatSize(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentedExamples parses the profile examples of the man page and
+// the D-Bus API reference: what the documentation shows must load.
+func TestDocumentedExamples(t *testing.T) {
+	for _, f := range []struct{ file, fence string }{
+		{"../../man/soda-profile.5.md", "```\n[Profile]"},
+		{"../../docs/dbus-api.md", "```ini\n[Profile]"},
+	} {
+		data, err := os.ReadFile(f.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(data)
+		i := strings.Index(s, f.fence)
+		if i < 0 {
+			t.Fatalf("%s: no profile example (%q)", f.file, f.fence)
+		}
+		body := s[i+strings.Index(f.fence, "\n")+1:]
+		body = body[:strings.Index(body, "```")]
+		p, err := Parse(f.file, "dev", []byte(body))
+		if err != nil {
+			t.Fatalf("%s: the example does not parse: %v", f.file, err)
+		}
+		if len(p.MCP) != 2 || p.Limits.MemoryMax != 4<<30 || len(p.ReadWritePaths) != 2 {
+			t.Fatalf("%s: the example parsed as %+v", f.file, p)
+		}
+	}
+}
