@@ -155,5 +155,10 @@ useradd -M -U -s /bin/sh alice`, art)))
 	if !strings.Contains(log, "authorized=true") || !strings.Contains(log, "challenge=true") {
 		t.Errorf("polkitcheck's log lacks the answers:\n%s", log)
 	}
+	// The shipped bus policy: only root may own sodad's name.
+	r := b.run("setpriv", "--reuid=alice", "--regid=alice", "--init-groups", filepath.Join(art, "polkitcheck"))
+	if r.err == nil || !strings.Contains(r.stderr, "AccessDenied") && !strings.Contains(r.stderr, "not allowed to own") {
+		t.Errorf("alice owning io.github.soda_project.Soda1: want the bus policy's refusal:\n%s", r)
+	}
 	t.Logf("the checks as polkitcheck saw them (took= is one CheckAuthorization round trip):\n%s", log)
 }
