@@ -236,6 +236,48 @@ func Parse(file, name string, data []byte) (Server, error) {
 	return cfg, nil
 }
 
+// Option is one Key=Value assignment of a file in systemd's INI syntax,
+// with the line it is on.
+type Option struct {
+	// Section is the section's name, without brackets.
+	Section string
+	// Name is the key.
+	Name string
+	// Value is the value with continuation lines joined by a space and
+	// surrounding space trimmed, as systemd reads it.
+	Value string
+	// Line is the line of the assignment (1-based), 0 if unknown.
+	Line int
+}
+
+// Key returns "Section.Name", the key as errors name it.
+func (o Option) Key() string { return o.Section + "." + o.Name }
+
+// ParseOptions splits text in systemd's INI syntax into its assignments,
+// in file order, each with its line. Syntax errors are an *Error naming
+// file and line. It is what Parse reads NAME.conf with, for other files in
+// the same syntax (sandbox profiles).
+func ParseOptions(file string, data []byte) ([]Option, error) {
+	lines, err := scanLines(file, data)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := unit.DeserializeOptions(bytes.NewReader(data))
+	if err != nil {
+		return nil, &Error{File: file, Err: err}
+	}
+	out := make([]Option, len(opts))
+	for i, o := range opts {
+		out[i] = Option{
+			Section: o.Section,
+			Name:    o.Name,
+			Value:   strings.TrimSpace(strings.ReplaceAll(o.Value, "\\\n", " ")),
+			Line:    lines.next(o.Section + "." + o.Name),
+		}
+	}
+	return out, nil
+}
+
 // Validate checks values that depend on more than one key.
 func (s *Server) Validate() error {
 	if len(s.Command) == 0 {
@@ -266,9 +308,9 @@ func CheckLoopback(addr string) error {
 	return nil
 }
 
-// checkUserName accepts a user or group name or number as systemd's
+// CheckUserName accepts a user or group name or number as systemd's
 // User= does (the usual portable name characters), or empty.
-func checkUserName(v string) error {
+func CheckUserName(v string) error {
 	if v == "" {
 		return nil
 	}
@@ -327,7 +369,7 @@ func apply(cfg *Server, o *unit.UnitOption) error {
 			}
 			cfg.Credentials = append(cfg.Credentials, Credential{Name: name, EnvVar: env, AsPath: o.Name == "CredentialFile"})
 		case "User", "Group":
-			if err := checkUserName(v); err != nil {
+			if err := CheckUserName(v); err != nil {
 				return err
 			}
 			if o.Name == "User" {
@@ -422,6 +464,9 @@ func apply(cfg *Server, o *unit.UnitOption) error {
 	}
 	return nil
 }
+
+// ParseBool parses a systemd boolean: 1, yes, true, on or 0, no, false, off.
+func ParseBool(v string) (bool, error) { return parseBool(v) }
 
 func parseBool(v string) (bool, error) {
 	switch strings.ToLower(v) {

@@ -667,3 +667,51 @@ func TestParseTimespanOverflow(t *testing.T) {
 		t.Errorf("ParseTimespan(3650d) = %s, %v", d, err)
 	}
 }
+
+func TestParseOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []Option
+		wantErr string
+	}{
+		{
+			name: "lines, repeats and continuations",
+			in:   "# c\n[A]\nX=1\n\n[B]\nY=a \\\n  b\nX=2\n[A]\nX=3\n",
+			want: []Option{
+				{Section: "A", Name: "X", Value: "1", Line: 3},
+				{Section: "B", Name: "Y", Value: "a    b", Line: 6},
+				{Section: "B", Name: "X", Value: "2", Line: 8},
+				{Section: "A", Name: "X", Value: "3", Line: 10},
+			},
+		},
+		{name: "key before section", in: "X=1\n", wantErr: "f.conf:1:"},
+		{name: "no equals", in: "[A]\nfoo\n", wantErr: "f.conf:2:"},
+		{name: "bad header", in: "[A\n", wantErr: "f.conf:1:"},
+		{name: "line too long", in: "[A]\nX=" + strings.Repeat("x", 5000) + "\n", wantErr: "too long"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseOptions("f.conf", []byte(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseOptions: error %v, want one containing %q", err, tt.wantErr)
+				}
+				var ce *Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("ParseOptions: error %T is not a *config.Error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseOptions: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("ParseOptions:\n got %+v\nwant %+v", got, tt.want)
+			}
+			if got[0].Key() != "A.X" {
+				t.Fatalf("Key() = %q", got[0].Key())
+			}
+		})
+	}
+}

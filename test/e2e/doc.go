@@ -3,6 +3,9 @@
 // install the package there and drive soda-mcp@NAME units through socket
 // activation, sd_notify, journald, transient scopes, credentials, restart,
 // stop and removal, with real MCP clients and servers on 127.0.0.1 only.
+// TestPolkit boots a box of its own and asks the real polkitd, through
+// internal/polkit and the shipped D-Bus policy and polkit actions, about an
+// unprivileged caller and root (test/polkitcheck owns sodad's bus name).
 //
 // The tests need root and a host that passes "test/box/sdbox check"; they
 // skip with a message saying what is missing otherwise. Run them with
