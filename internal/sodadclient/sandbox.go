@@ -1,0 +1,391 @@
+package sodadclient
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// Spec is the request of CreateSandbox (docs/dbus-api.md, its spec
+// table); it can only narrow the profile. A nil list is left out, so the
+// profile's value applies; a non-nil empty one is sent (MCP: none). Zero
+// numbers and empty strings are left out.
+type Spec struct {
+	MCP              []string
+	Allow            []string // HOST:PORT
+	AllowPrivate     []string
+	NoNetwork        bool
+	ReadWritePaths   []string
+	ReadOnlyPaths    []string
+	WorkingDirectory string
+	Environment      []string // NAME=VALUE
+	MemoryMax        uint64   // bytes
+	TmpSize          uint64
+	HomeSize         uint64
+	TasksMax         uint64
+	CPUQuotaPercent  uint64
+	Timeout          time.Duration
+}
+
+// dict is the spec as the a{sv} sodad reads.
+func (s Spec) dict(tty bool) map[string]dbus.Variant {
+	d := map[string]dbus.Variant{}
+	lists := []struct {
+		key string
+		v   []string
+	}{{"MCP", s.MCP}, {"Allow", s.Allow}, {"AllowPrivate", s.AllowPrivate}, {"ReadWritePaths", s.ReadWritePaths}, {"ReadOnlyPaths", s.ReadOnlyPaths}, {"Environment", s.Environment}}
+	for _, l := range lists {
+		if l.v != nil {
+			d[l.key] = dbus.MakeVariant(l.v)
+		}
+	}
+	nums := []struct {
+		key string
+		v   uint64
+	}{{"MemoryMax", s.MemoryMax}, {"TmpSize", s.TmpSize}, {"HomeSize", s.HomeSize}, {"TasksMax", s.TasksMax}, {"CPUQuotaPercent", s.CPUQuotaPercent}, {"TimeoutUSec", uint64(s.Timeout / time.Microsecond)}}
+	for _, n := range nums {
+		if n.v != 0 {
+			d[n.key] = dbus.MakeVariant(n.v)
+		}
+	}
+	if s.NoNetwork {
+		d["NoNetwork"] = dbus.MakeVariant(true)
+	}
+	if s.WorkingDirectory != "" {
+		d["WorkingDirectory"] = dbus.MakeVariant(s.WorkingDirectory)
+	}
+	if tty {
+		d["TTY"] = dbus.MakeVariant(true)
+	}
+	return d
+}
+
+// Stdio are the streams passed to the command as Unix fds: Stdin, Stdout
+// and Stderr, or TTY alone (the slave side of a pty the caller holds the
+// master of; see OpenPTY). A nil stream is /dev/null in the sandbox.
+type Stdio struct {
+	Stdin, Stdout, Stderr *os.File
+	TTY                   *os.File
+}
+
+// fds is the a{sh} of CreateSandbox; the files stay open until the call
+// returns (sodad holds its own copies by then).
+func (s Stdio) fds() (map[string]dbus.UnixFD, error) {
+	m := map[string]dbus.UnixFD{}
+	if s.TTY != nil {
+		if s.Stdin != nil || s.Stdout != nil || s.Stderr != nil {
+			return nil, fmt.Errorf("a tty is passed alone, without stdin, stdout or stderr")
+		}
+		m["tty"] = dbus.UnixFD(s.TTY.Fd())
+		return m, nil
+	}
+	for _, f := range []struct {
+		key string
+		f   *os.File
+	}{{"stdin", s.Stdin}, {"stdout", s.Stdout}, {"stderr", s.Stderr}} {
+		if f.f != nil {
+			m[f.key] = dbus.UnixFD(f.f.Fd())
+		}
+	}
+	return m, nil
+}
+
+// Request is one CreateSandbox call.
+type Request struct {
+	Profile     string
+	Argv        []string
+	Spec        Spec
+	Stdio       Stdio
+	Interactive bool // let polkit ask for a password (set on a terminal)
+}
+
+// Sandbox is one of sodad's sandboxes.
+type Sandbox struct {
+	c    *Client
+	ID   string
+	Path dbus.ObjectPath
+
+	exited chan *dbus.Signal // set by Create: subscribed before the sandbox existed
+	cancel func()
+}
+
+// Create creates a sandbox and starts req.Argv in it. Its exit is watched
+// from before the call, so Wait cannot miss it; Close the Sandbox when
+// done with it.
+func (c *Client) Create(ctx context.Context, req Request) (*Sandbox, error) {
+	if len(req.Argv) == 0 {
+		return nil, fmt.Errorf("create a sandbox: no command to run")
+	}
+	if !c.conn.SupportsUnixFDs() {
+		return nil, fmt.Errorf("create a sandbox: the bus connection cannot pass file descriptors")
+	}
+	fds, err := req.Stdio.fds()
+	if err != nil {
+		return nil, fmt.Errorf("create a sandbox: %w", err)
+	}
+	sb := &Sandbox{c: c}
+	if err := sb.watch(ctx); err != nil {
+		return nil, err
+	}
+	var id string
+	var path dbus.ObjectPath
+	call := c.manager().CallWithContext(ctx, ManagerInterface+".CreateSandbox", 0,
+		req.Profile, req.Argv, req.Spec.dict(req.Stdio.TTY != nil), c.fdsArg(ctx, fds), options(req.Interactive))
+	if err := call.Store(&id, &path); err != nil {
+		sb.Close()
+		return nil, wrap(fmt.Sprintf("create a sandbox from profile %s", req.Profile), err)
+	}
+	sb.ID, sb.Path = id, path
+	return sb, nil
+}
+
+// watch subscribes to SandboxExited and to sodad leaving the bus.
+func (sb *Sandbox) watch(ctx context.Context) error {
+	conn := sb.c.conn
+	exited := []dbus.MatchOption{dbus.WithMatchSender(BusName), dbus.WithMatchObjectPath(ManagerPath),
+		dbus.WithMatchInterface(ManagerInterface), dbus.WithMatchMember("SandboxExited")}
+	gone := []dbus.MatchOption{dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
+		dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, BusName)}
+	if err := conn.AddMatchSignalContext(ctx, exited...); err != nil {
+		return fmt.Errorf("watch sodad's SandboxExited signal: %w", err)
+	}
+	if err := conn.AddMatchSignalContext(ctx, gone...); err != nil {
+		_ = conn.RemoveMatchSignal(exited...)
+		return fmt.Errorf("watch sodad's name on the bus: %w", err)
+	}
+	sb.exited = make(chan *dbus.Signal, 64)
+	conn.Signal(sb.exited)
+	sb.cancel = func() {
+		conn.RemoveSignal(sb.exited)
+		_ = conn.RemoveMatchSignal(exited...)
+		_ = conn.RemoveMatchSignal(gone...)
+	}
+	return nil
+}
+
+// Close stops watching the sandbox; it does not end it.
+func (sb *Sandbox) Close() {
+	if sb.cancel != nil {
+		sb.cancel()
+		sb.cancel = nil
+	}
+}
+
+func (sb *Sandbox) object() dbus.BusObject { return sb.c.conn.Object(BusName, sb.Path) }
+
+// Exit is how a sandbox's command ended.
+type Exit struct {
+	Result string // success, exit-code, signal, timeout, oom-kill or supervisor-lost
+	Status int32  // the exit status, or 128+signal; -1 if unknown
+}
+
+// ExitCode is the status sodactl run exits with: the command's, as in
+// direct mode, and 125 (soda's own failure) when sodad lost the sandbox
+// or reported no status.
+func (e Exit) ExitCode() int {
+	if e.Result == "supervisor-lost" || e.Status < 0 || e.Status > 255 {
+		return 125
+	}
+	return int(e.Status)
+}
+
+// Wait returns once the sandbox's command has exited. It needs the
+// watch Create sets up; a Sandbox from Open polls State instead.
+func (sb *Sandbox) Wait(ctx context.Context) (Exit, error) {
+	if sb.exited == nil {
+		return sb.poll(ctx)
+	}
+	// The exit may have been signalled before the id was known: it is in
+	// the channel then. It may also predate nothing we saw (a sandbox
+	// that ended between the call and our reading): the properties say.
+	if p, err := sb.Properties(ctx); err == nil && p.Exited() {
+		return Exit{p.Result, p.ExitStatus}, nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return Exit{Status: -1}, ctx.Err()
+		case s, ok := <-sb.exited:
+			if !ok {
+				return Exit{Status: -1}, fmt.Errorf("wait for sandbox %s: the bus connection closed", sb.ID)
+			}
+			switch s.Name {
+			case ManagerInterface + ".SandboxExited":
+				var id, result string
+				var path dbus.ObjectPath
+				var status int32
+				if dbus.Store(s.Body, &id, &path, &result, &status) == nil && id == sb.ID {
+					return Exit{result, status}, nil
+				}
+			case "org.freedesktop.DBus.NameOwnerChanged":
+				var name, old, owner string
+				if dbus.Store(s.Body, &name, &old, &owner) == nil && name == BusName && owner == "" {
+					return Exit{Result: "supervisor-lost", Status: -1}, fmt.Errorf("wait for sandbox %s: %w", sb.ID, errNoExit)
+				}
+			}
+		}
+	}
+}
+
+// pollInterval is how often Wait without a watch, and FollowAudit, look.
+const pollInterval = 250 * time.Millisecond
+
+func (sb *Sandbox) poll(ctx context.Context) (Exit, error) {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		p, err := sb.Properties(ctx)
+		if err != nil {
+			return Exit{Status: -1}, err
+		}
+		if p.Exited() {
+			return Exit{p.Result, p.ExitStatus}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Exit{Status: -1}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Kill sends sig (1 to 64) to the sandbox's command.
+func (sb *Sandbox) Kill(ctx context.Context, sig int32, interactive bool) error {
+	err := sb.object().CallWithContext(ctx, SandboxInterface+".Kill", 0, sig, options(interactive)).Err
+	return wrap(fmt.Sprintf("send signal %d to sandbox %s", sig, sb.ID), err)
+}
+
+// Grant adds target (HOST:PORT or mcp:NAME) to the live allow-list;
+// private makes a HOST:PORT an AllowPrivate grant.
+func (sb *Sandbox) Grant(ctx context.Context, target string, private, interactive bool) error {
+	o := options(interactive)
+	if private {
+		o["private"] = dbus.MakeVariant(true)
+	}
+	err := sb.object().CallWithContext(ctx, SandboxInterface+".Grant", 0, target, o).Err
+	return wrap(fmt.Sprintf("grant %s to sandbox %s", target, sb.ID), err)
+}
+
+// Revoke removes target from the live allow-list.
+func (sb *Sandbox) Revoke(ctx context.Context, target string, interactive bool) error {
+	err := sb.object().CallWithContext(ctx, SandboxInterface+".Revoke", 0, target, options(interactive)).Err
+	return wrap(fmt.Sprintf("revoke %s from sandbox %s", target, sb.ID), err)
+}
+
+// MaxAuditRecords is the most ReadAudit returns at once.
+const MaxAuditRecords = 1000
+
+// ReadAudit returns up to max audit records (JSON lines) from cursor on
+// (0: the oldest kept) and the cursor of the next one.
+func (sb *Sandbox) ReadAudit(ctx context.Context, cursor uint64, max uint32) ([]string, uint64, error) {
+	var recs []string
+	var next uint64
+	err := sb.object().CallWithContext(ctx, SandboxInterface+".ReadAudit", 0, cursor, max, options(false)).Store(&recs, &next)
+	if err != nil {
+		return nil, cursor, wrap(fmt.Sprintf("read the audit of sandbox %s", sb.ID), err)
+	}
+	return recs, next, nil
+}
+
+// FollowAudit hands each audit record from cursor on to fn; with follow
+// it keeps polling while the sandbox runs (as the API reference says:
+// the cursor, while watching State) and returns once it has exited and
+// every record is read.
+func (sb *Sandbox) FollowAudit(ctx context.Context, cursor uint64, follow bool, fn func(record string) error) error {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		// State first: records read after an exit was seen are the last.
+		done := !follow
+		if follow {
+			p, err := sb.Properties(ctx)
+			if err != nil {
+				return err
+			}
+			done = p.Exited()
+		}
+		for {
+			recs, next, err := sb.ReadAudit(ctx, cursor, MaxAuditRecords)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+			if len(recs) == 0 || next == cursor {
+				break
+			}
+			cursor = next
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Properties are a sandbox's D-Bus properties.
+type Properties struct {
+	ID             string            `json:"id"`
+	OwnerUID       uint32            `json:"owner_uid"`
+	Profile        string            `json:"profile"`
+	Unit           string            `json:"unit"`
+	Created        time.Time         `json:"created"`
+	State          string            `json:"state"`
+	MCP            []string          `json:"mcp"`
+	Allow          []string          `json:"allow"`
+	AllowPrivate   []string          `json:"allow_private"`
+	ReadWritePaths []string          `json:"read_write_paths"`
+	ReadOnlyPaths  []string          `json:"read_only_paths"`
+	NoNetwork      bool              `json:"no_network"`
+	Limits         map[string]uint64 `json:"limits"`
+	Result         string            `json:"result"`
+	ExitStatus     int32             `json:"exit_status"`
+	ExitedAt       time.Time         `json:"exited,omitzero"`
+}
+
+// Exited reports whether the command has ended.
+func (p Properties) Exited() bool { return p.State == "exited" || p.State == "failed" }
+
+// Properties reads the sandbox's properties (Properties.GetAll).
+func (sb *Sandbox) Properties(ctx context.Context) (Properties, error) {
+	var all map[string]dbus.Variant
+	err := sb.object().CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0, SandboxInterface).Store(&all)
+	if err != nil {
+		return Properties{}, wrap(fmt.Sprintf("read the properties of sandbox %s", sb.ID), err)
+	}
+	p := Properties{ExitStatus: -1}
+	var created, exitedAt uint64
+	fields := map[string]any{
+		"Id": &p.ID, "OwnerUID": &p.OwnerUID, "Profile": &p.Profile, "Unit": &p.Unit,
+		"CreatedTimestamp": &created, "State": &p.State, "MCP": &p.MCP, "Allow": &p.Allow,
+		"AllowPrivate": &p.AllowPrivate, "ReadWritePaths": &p.ReadWritePaths, "ReadOnlyPaths": &p.ReadOnlyPaths,
+		"NoNetwork": &p.NoNetwork, "Limits": &p.Limits, "Result": &p.Result, "ExitStatus": &p.ExitStatus,
+		"ExitedTimestamp": &exitedAt,
+	}
+	for name, dst := range fields {
+		v, ok := all[name]
+		if !ok {
+			continue
+		}
+		if err := dbus.Store([]any{v.Value()}, dst); err != nil {
+			return Properties{}, fmt.Errorf("read the properties of sandbox %s: %s: %w", sb.ID, name, err)
+		}
+	}
+	if created != 0 {
+		p.Created = time.UnixMicro(int64(created))
+	}
+	if exitedAt != 0 {
+		p.ExitedAt = time.UnixMicro(int64(exitedAt))
+	}
+	return p, nil
+}
