@@ -28,6 +28,9 @@ Commands:
   run [OPTIONS] -- COMMAND [ARGS...]
         Run COMMAND (an agent) in a sandbox with the MCP servers and
         network targets granted to it ('sodactl run --help').
+  sandbox list|status ID|kill ID|grant ID TARGET|revoke ID TARGET|audit ID|profiles
+        Operate the sandboxes of sodad, soda's supervisor
+        ('sodactl sandbox --help').
   mcp list
         List the configured and the running MCP servers with their
         units' state.
@@ -215,10 +218,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	case "run":
 		code, err := runCommand(opts, rest[1:], stdout, stderr)
 		return &ranCommand{code: code, err: err}
+	case "sandbox":
+		return sandboxCommand(rest[1:], stdout, stderr)
 	case "help":
 		return &helpRequest{rootUsage}
 	default:
-		return usagef("sodactl", "unknown command %q (known: mcp, run)", rest[0])
+		return usagef("sodactl", "unknown command %q (known: mcp, run, sandbox)", rest[0])
 	}
 }
 

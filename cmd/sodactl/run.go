@@ -36,7 +36,23 @@ tokens; granted HOST:PORT targets through the CONNECT proxy that
 HTTPS_PROXY points at. Every egress attempt is audited. COMMAND's exit
 status is sodactl's.
 
+Where sodad, soda's supervisor, is on the system bus, the sandbox is
+sodad's: created from an administrator's profile, with its allow-list and
+audit held by sodad ('sodactl sandbox'), COMMAND's standard streams (or a
+pty, on a terminal) passed to it; signals, window size changes and the exit
+status travel between them. Options left out take the profile's values
+(without --mcp, every server the profile grants). Otherwise, or with
+--direct, sodactl builds the sandbox itself. -v logs which mode ran.
+
 Options:
+  --profile NAME           create the sandbox in sodad from profile NAME
+                           (default: your only profile; 'sodactl sandbox
+                           profiles' lists them); an error if sodad is not
+                           on the system bus
+  --direct                 build the sandbox in sodactl even if sodad runs
+                           (needed for --unprotect, --audit-json,
+                           --audit-json-max, --allow-degraded, --config-dir
+                           and --token-file)
   --mcp NAME[,NAME...]     grant the MCP server soda-mcp@NAME (repeatable)
   --allow HOST:PORT[,...]  grant HOST:PORT through the proxy; *.example.com:443
                            grants every subdomain (repeatable)
@@ -76,8 +92,9 @@ Options:
 
 Exit status: COMMAND's; 125 if sodactl run itself failed: a wrong option,
 an invalid grant, a granted server that is neither configured nor running,
-or a sandbox layer that could not be set up (the error names it);
-126/127 if COMMAND cannot be run or found.
+or a sandbox layer that could not be set up (the error names it), or,
+through sodad, sodad refused the sandbox, is absent although --profile was
+given, or lost the sandbox; 126/127 if COMMAND cannot be run or found.
 `
 
 // exitSandbox is sodactl run's exit status whenever it fails before
@@ -119,6 +136,8 @@ type runOptions struct {
 	auditMax                  int64
 	degraded                  string
 	verbose, noNetwork        bool
+	profile                   string // sodad's profile
+	direct                    bool   // build the sandbox in sodactl, not sodad
 }
 
 // runCommand implements "sodactl run"; it returns the exit code.
@@ -147,6 +166,8 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.BoolVar(&ro.noNetwork, "no-network", false, "")
 	fs.BoolVar(&ro.verbose, "verbose", false, "")
 	fs.BoolVar(&ro.verbose, "v", false, "")
+	fs.StringVar(&ro.profile, "profile", "", "")
+	fs.BoolVar(&ro.direct, "direct", false, "")
 	if err := parse(fs, args, runUsage, "sodactl run"); err != nil {
 		return exitSandbox, err
 	}
@@ -164,6 +185,19 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	spec, err := ro.spec(argv, stdout, stderr)
 	if err != nil {
 		return exitSandbox, err
+	}
+	if ro.profile != "" {
+		if err := config.ValidName(ro.profile); err != nil {
+			return exitSandbox, usagef("sodactl run", "--profile: %v", err)
+		}
+	}
+	// Through sodad when it is there, unless --direct.
+	client, err := chooseMode(context.Background(), &ro, log)
+	if err != nil {
+		return exitSandbox, err
+	}
+	if client != nil {
+		return runViaSodad(context.Background(), client, opts, &ro, spec, stdout, stderr, log)
 	}
 	servers, err := mcpGrants(opts, ro.mcp)
 	if err != nil {

@@ -46,6 +46,7 @@ type Client struct {
 
 // Connect connects to the system bus (DBUS_SYSTEM_BUS_ADDRESS, else the
 // standard socket). It does not check that sodad is there: see Available.
+// The connection lives until Close or until ctx is done.
 func Connect(ctx context.Context) (*Client, error) {
 	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
 	if err != nil {
@@ -83,23 +84,44 @@ func (c *Client) Available(ctx context.Context) (bool, error) {
 	return slices.Contains(names, BusName), nil
 }
 
-// Detect connects to the system bus and reports whether sodad is on it.
-// No system bus, or one that does not answer within timeout, is
-// reported as an error with a nil Client; otherwise the Client is returned
-// whether sodad is there or not, for the caller to close.
+// Detect connects to the system bus and reports whether sodad is on it,
+// giving up after timeout (a bus that does not answer). No system bus is
+// an error with a nil Client; otherwise the Client is returned whether
+// sodad is there or not, for the caller to close. The connection lives
+// until Close or until ctx is done.
 func Detect(ctx context.Context, timeout time.Duration) (*Client, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	type result struct {
+		c   *Client
+		ok  bool
+		err error
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := Connect(ctx)
-	if err != nil {
-		return nil, false, err
+	done := make(chan result, 1)
+	go func() {
+		c, err := Connect(ctx)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		ok, err := c.Available(tctx)
+		if err != nil {
+			c.Close()
+			c = nil
+		}
+		done <- result{c, ok, err}
+	}()
+	select {
+	case r := <-done:
+		return r.c, r.ok, r.err
+	case <-tctx.Done():
+		go func() { // the bus may still answer: let go of it then
+			if r := <-done; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return nil, false, fmt.Errorf("look for sodad on the system bus: no answer within %s", timeout)
 	}
-	ok, err := c.Available(ctx)
-	if err != nil {
-		c.Close()
-		return nil, false, err
-	}
-	return c, ok, nil
 }
 
 func (c *Client) manager() dbus.BusObject { return c.conn.Object(BusName, ManagerPath) }

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadclient"
+)
+
+// detectTimeout bounds the look for sodad on the system bus.
+const detectTimeout = 3 * time.Second
+
+// chooseMode decides where sodactl run builds the sandbox: in sodad when
+// it is on the system bus (or --profile asks for it) and --direct does
+// not, else in this process. It logs which, and returns the client for
+// sodad mode (nil: direct).
+func chooseMode(ctx context.Context, ro *runOptions, log *slog.Logger) (*sodadclient.Client, error) {
+	if ro.direct {
+		if ro.profile != "" {
+			return nil, usagef("sodactl run", "--direct excludes --profile (a profile is sodad's)")
+		}
+		log.Info("sandbox mode: direct", "why", "--direct")
+		return nil, nil
+	}
+	c, ok, err := sodadclient.Detect(ctx, detectTimeout)
+	if !ok {
+		if c != nil {
+			c.Close()
+		}
+		why := "sodad (" + sodadclient.BusName + ") is not on the system bus"
+		if err != nil {
+			why = fmt.Sprintf("no system bus to find sodad on (%v)", err)
+		}
+		if ro.profile != "" {
+			return nil, fmt.Errorf("--profile %s: %s; start or install sodad, or run without --profile (or with --direct) to build the sandbox in sodactl", ro.profile, why)
+		}
+		log.Info("sandbox mode: direct", "why", why)
+		return nil, nil
+	}
+	return c, nil
+}
+
+// directOnly are the options sodad has no counterpart for: refused in
+// sodad mode rather than dropped (a silently dropped option could widen
+// or hide what the sandbox does).
+func (ro *runOptions) directOnly(opts *options) []string {
+	var used []string
+	for _, o := range []struct {
+		name string
+		set  bool
+	}{
+		{"--unprotect", len(ro.unprotect) > 0},
+		{"--audit-json", ro.auditJSON != ""},
+		{"--audit-json-max", ro.auditMaxS != ""},
+		{"--allow-degraded", ro.degraded != ""},
+		{"--token-file", opts.tokenFile != ""},
+		{"--config-dir", opts.configDir != config.DefaultDir},
+	} {
+		if o.set {
+			used = append(used, o.name)
+		}
+	}
+	return used
+}
+
+// sodadSpec is the request sodad gets: only what was asked for, so that
+// the profile fills in the rest (an --mcp, --allow or --allow-private
+// left out takes the profile's).
+func (ro *runOptions) sodadSpec(spec sandbox.Spec) sodadclient.Spec {
+	s := sodadclient.Spec{
+		NoNetwork: ro.noNetwork, WorkingDirectory: ro.workdir, Environment: spec.Env,
+		MemoryMax: uint64(spec.Limits.MemoryMax), TmpSize: uint64(spec.Limits.TmpSize), HomeSize: uint64(spec.Limits.HomeSize),
+		TasksMax: uint64(spec.Limits.TasksMax), CPUQuotaPercent: spec.Limits.CPUPercent, Timeout: ro.timeout,
+	}
+	if len(ro.mcp) > 0 {
+		s.MCP = ro.mcp
+	}
+	if len(ro.allow) > 0 {
+		s.Allow = ro.allow
+	}
+	if len(ro.allowPrivate) > 0 {
+		s.AllowPrivate = ro.allowPrivate
+	}
+	if len(ro.rw) > 0 {
+		s.ReadWritePaths = ro.rw
+	}
+	if len(ro.ro) > 0 {
+		s.ReadOnlyPaths = ro.ro
+	}
+	return s
+}
+
+// pickProfile is --profile, else the caller's only profile.
+func pickProfile(ctx context.Context, c *sodadclient.Client, flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	ps, err := c.ListProfiles(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch len(ps) {
+	case 1:
+		return ps[0].Name, nil
+	case 0:
+		return "", fmt.Errorf("sodad runs sandboxes, but no profile lets you create one: ask an administrator for one (/etc/soda/sandbox/NAME.conf), or run with --direct")
+	default:
+		names := make([]string, len(ps))
+		for i, p := range ps {
+			names[i] = p.Name
+		}
+		return "", usagef("sodactl run", "choose a profile with --profile NAME (yours: %s)", strings.Join(names, ", "))
+	}
+}
+
+// runViaSodad runs argv in a sandbox of sodad's and returns its exit
+// status: the command's, 125 for soda's own failures.
+func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *runOptions, spec sandbox.Spec, stdout, stderr io.Writer, log *slog.Logger) (int, error) {
+	defer c.Close()
+	if used := ro.directOnly(opts); len(used) > 0 {
+		return exitSandbox, usagef("sodactl run", "%s: only with --direct (sodad holds the sandbox's grants and audit: see 'sodactl sandbox audit ID')", strings.Join(used, ", "))
+	}
+	profile, err := pickProfile(ctx, c, ro.profile)
+	if err != nil {
+		return exitSandbox, err
+	}
+	out := fileOr(stdout, os.Stdout)
+	req := sodadclient.Request{Profile: profile, Argv: spec.Argv, Spec: ro.sodadSpec(spec), Interactive: sandbox.IsTerminal(os.Stdin)}
+
+	// On a terminal the command gets a pty whose master sodactl keeps (as
+	// systemd-run --pty): keys go in raw, window sizes follow SIGWINCH.
+	var master *os.File
+	var restore []func() error
+	defer func() {
+		for i := len(restore) - 1; i >= 0; i-- {
+			_ = restore[i]()
+		}
+	}()
+	if sandbox.IsTerminal(os.Stdin) {
+		m, slave, err := sodadclient.OpenPTY()
+		if err != nil {
+			return exitSandbox, err
+		}
+		defer m.Close()
+		defer slave.Close()
+		master, req.Stdio.TTY = m, slave
+		_ = sodadclient.CopyWindowSize(master, os.Stdin)
+		for _, f := range []*os.File{out, os.Stderr} {
+			if sandbox.IsTerminal(f) {
+				if r, err := sandbox.SaveTerminal(f); err == nil {
+					restore = append(restore, r)
+				}
+			}
+		}
+		r, err := sandbox.MakeRaw(os.Stdin)
+		if err != nil {
+			return exitSandbox, err
+		}
+		restore = append(restore, r)
+	} else {
+		req.Stdio = sodadclient.Stdio{Stdin: os.Stdin, Stdout: out, Stderr: fileOr(stderr, os.Stderr)}
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+	defer signal.Stop(sigs)
+
+	sb, err := c.Create(ctx, req)
+	if err != nil {
+		return exitSandbox, err
+	}
+	defer sb.Close()
+	log.Info("sandbox mode: sandbox via sodad", "sandbox", sb.ID, "profile", profile, "object", sb.Path)
+
+	var relayed <-chan struct{}
+	if master != nil {
+		req.Stdio.TTY.Close() // sodad holds it now; master reads EIO once the command lets go
+		relayed = sodadclient.Relay(master, os.Stdin, out)
+	}
+	go func() {
+		for s := range sigs {
+			if s == syscall.SIGWINCH {
+				if master != nil {
+					_ = sodadclient.CopyWindowSize(master, os.Stdin)
+				}
+				continue
+			}
+			if err := sb.Kill(ctx, int32(s.(syscall.Signal)), false); err != nil {
+				log.Warn("forward a signal to the sandbox", "signal", s, "err", err)
+			}
+		}
+	}()
+	exit, err := sb.Wait(ctx)
+	if relayed != nil {
+		select {
+		case <-relayed:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if err != nil {
+		return exitSandbox, err
+	}
+	switch exit.Result {
+	case "timeout":
+		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", spec.Argv[0], ro.timeout)
+	case "oom-kill":
+		fmt.Fprintf(stderr, "sodactl: %s was killed for want of memory (sandbox %s)\n", spec.Argv[0], sb.ID)
+	case "supervisor-lost":
+		return exitSandbox, fmt.Errorf("sandbox %s: sodad lost it before its command's exit status was known", sb.ID)
+	}
+	return exit.ExitCode(), nil
+}
