@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/soda-project/soda/internal/sodadclient"
 	"github.com/soda-project/soda/internal/sodadclient/sodadtest"
 )
@@ -264,5 +266,71 @@ func TestManPageFlags(t *testing.T) {
 		if !bytes.Contains(man, []byte("**sandbox "+cmd+"**")) {
 			t.Errorf("sodactl(1) lacks **sandbox %s**", cmd)
 		}
+	}
+}
+
+// TestRunViaSodadTerminal: on a terminal sodactl passes the slave of a pty
+// of its own, alone and interactive, relays what the command writes, and
+// gives the pty the terminal's window size, at the start and on SIGWINCH.
+func TestRunViaSodadTerminal(t *testing.T) {
+	term, termSlave, err := sodadclient.OpenPTY()
+	if err != nil {
+		t.Skipf("no pty here: %v", err)
+	}
+	defer term.Close()
+	defer termSlave.Close()
+	setSize := func(rows, cols uint16) {
+		if err := unix.IoctlSetWinsize(int(term.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSize(33, 111)
+	saved := os.Stdin
+	os.Stdin = termSlave // sodactl's terminal
+	defer func() { os.Stdin = saved }()
+
+	addr := sodadtest.StartBus(t, false)
+	fake := &sodadtest.Fake{Profiles: []sodadclient.Profile{{Name: "dev"}}, UntilKilled: true, KeepTTY: true, Output: "on the pty\n"}
+	fake.Export(t, addr)
+	withBus(t, addr)
+	out := outFile(t)
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"run", "--", "agent"}, out, &bytes.Buffer{}) }()
+	select {
+	case <-fake.CreatedCh():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no sandbox created")
+	}
+	waitSize := func(rows, cols uint16) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r, c, err := fake.TTYWinsize()
+			if err == nil && r == rows && c == cols {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the command's pty is %dx%d (%v), want %dx%d", r, c, err, rows, cols)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitSize(33, 111)
+	setSize(44, 122)
+	syscall.Kill(os.Getpid(), syscall.SIGWINCH)
+	waitSize(44, 122)
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	if code := <-done; code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	cr := fake.Creates()[0]
+	if fd, ok := cr.FDs["tty"]; !ok || !fd.Terminal || len(cr.FDs) != 1 || fd.Same(termSlave) {
+		t.Errorf("fds %+v: want a pty of sodactl's own, alone", cr.FDs)
+	}
+	if cr.Spec["TTY"].Value() != true || cr.Options["interactive"].Value() != true {
+		t.Errorf("spec %v options %v: want TTY and interactive", cr.Spec, cr.Options)
+	}
+	if b, _ := os.ReadFile(out.Name()); !strings.Contains(string(b), "on the pty") {
+		t.Errorf("stdout holds %q", b)
 	}
 }

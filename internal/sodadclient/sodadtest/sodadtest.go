@@ -133,6 +133,9 @@ type Fake struct {
 	CreateError string
 	// Audit are the records ReadAudit serves, cursor i being Audit[i].
 	Audit []string
+	// KeepTTY keeps the tty fd of the last sandbox open until it exits,
+	// for TTYWinsize.
+	KeepTTY bool
 	// NoIntrospection leaves Introspectable out, so the client cannot
 	// learn the fake's fds signature and sends the reference's a{sh}.
 	NoIntrospection bool
@@ -144,6 +147,22 @@ type Fake struct {
 	boxes   map[string]*box
 	n       int
 	created chan struct{}
+	tty     int // kept with KeepTTY; 0: none
+}
+
+// TTYWinsize returns the window size of the tty kept with KeepTTY.
+func (f *Fake) TTYWinsize() (rows, cols uint16, err error) {
+	f.mu.Lock()
+	fd := f.tty
+	f.mu.Unlock()
+	if fd == 0 {
+		return 0, 0, fmt.Errorf("no tty kept")
+	}
+	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+	if err != nil {
+		return 0, 0, err
+	}
+	return ws.Row, ws.Col, nil
 }
 
 type box struct {
@@ -239,6 +258,13 @@ func (m *manager) CreateSandbox(profile string, argv []string, spec map[string]d
 		if k == "stdout" || k == "tty" {
 			out = int(fd)
 		}
+		if k == "tty" && f.KeepTTY {
+			if d, err := unix.Dup(int(fd)); err == nil {
+				f.mu.Lock()
+				f.tty = d
+				f.mu.Unlock()
+			}
+		}
 	}
 	defer func() {
 		for _, fd := range fds {
@@ -332,6 +358,10 @@ func (b *box) exit(result string, status int32) {
 		return
 	}
 	b.state, b.result, b.status, b.exitedAt = "exited", result, status, uint64(time.Now().UnixMicro())
+	if b.f.tty != 0 {
+		unix.Close(b.f.tty)
+		b.f.tty = 0
+	}
 	b.f.mu.Unlock()
 	_ = b.f.conn.Emit(sodadclient.ManagerPath, sodadclient.ManagerInterface+".SandboxExited", b.id, b.path, result, status)
 }
