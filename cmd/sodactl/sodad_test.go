@@ -95,7 +95,7 @@ func TestRunViaSodad(t *testing.T) {
 		stderrHas []string
 	}{
 		{"exit status", &sodadtest.Fake{Exit: sodadclient.Exit{Result: "exit-code", Status: 7}},
-			[]string{"run", "-v", "--profile", "dev", "--allow", "api.github.com:443", "--memory", "1G", "--", "agent", "x"}, 7,
+			[]string{"run", "-v", "--profile", "dev", "--allow", "api.github.com:443", "--memory", "1G", "--rw", ".", "-C", ".", "--", "agent", "x"}, 7,
 			[]string{"sandbox mode: sandbox via sodad", "sandbox=dev-1", "profile=dev"}},
 		{"only profile", &sodadtest.Fake{Exit: sodadclient.Exit{Result: "success", Status: 0}},
 			[]string{"run", "-v", "--", "agent"}, 0, []string{"sandbox via sodad", "profile=dev"}},
@@ -150,6 +150,10 @@ func TestRunViaSodad(t *testing.T) {
 				}
 				if cr.Spec["Allow"].String() != `["api.github.com:443"]` || cr.Spec["MemoryMax"].Value() != uint64(1<<30) {
 					t.Errorf("spec %v", cr.Spec)
+				}
+				wd, _ := os.Getwd()
+				if rw, _ := cr.Spec["ReadWritePaths"].Value().([]string); len(rw) != 1 || rw[0] != wd || cr.Spec["WorkingDirectory"].Value() != wd {
+					t.Errorf("spec %v: want --rw . and -C . as %s", cr.Spec, wd)
 				}
 			}
 		})

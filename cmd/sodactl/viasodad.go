@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -91,12 +92,29 @@ func (ro *runOptions) sodadSpec(spec sandbox.Spec) sodadclient.Spec {
 		s.AllowPrivate = ro.allowPrivate
 	}
 	if len(ro.rw) > 0 {
-		s.ReadWritePaths = ro.rw
+		s.ReadWritePaths = absPaths(ro.rw)
 	}
 	if len(ro.ro) > 0 {
-		s.ReadOnlyPaths = ro.ro
+		s.ReadOnlyPaths = absPaths(ro.ro)
+	}
+	if s.WorkingDirectory != "" {
+		s.WorkingDirectory = absPaths([]string{s.WorkingDirectory})[0]
 	}
 	return s
+}
+
+// absPaths makes paths absolute against sodactl's working directory:
+// sodad takes only absolute, clean paths and has a directory of its own.
+// Symbolic links are left for sodad to refuse, as direct mode does.
+func absPaths(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		if a, err := filepath.Abs(p); err == nil {
+			p = a
+		}
+		out[i] = p
+	}
+	return out
 }
 
 // pickProfile is --profile, else the caller's only profile.
