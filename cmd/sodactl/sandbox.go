@@ -111,7 +111,7 @@ func sandboxCommand(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	c, err := sodadclient.Connect(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (sodactl sandbox operates sodad's sandboxes, over the system bus; sandboxes of sodactl run --direct are not sodad's)", err)
 	}
 	defer c.Close()
 	interactive := sandbox.IsTerminal(os.Stdin)
