@@ -192,3 +192,25 @@ func TestNewSystemdPlacerWithoutSystemd(t *testing.T) {
 	}
 	t.Logf("as expected: %v", err)
 }
+
+// TestScopeCgroupIn: the scope's cgroup is read from /proc/PID/cgroup in
+// systemd's own hierarchy, only when it names the unit.
+func TestScopeCgroupIn(t *testing.T) {
+	const unit = "soda-sandbox-x.scope"
+	tests := []struct{ name, text, want string }{
+		{"unified", "0::/soda-sandbox.slice/soda-sandbox-x.scope\n", "/soda-sandbox.slice/soda-sandbox-x.scope"},
+		{"hybrid", "9:pids:/soda-sandbox.slice/soda-sandbox-x.scope\n1:name=systemd:/soda-sandbox.slice/soda-sandbox-x.scope\n0::/soda-sandbox.slice/soda-sandbox-x.scope\n", "/soda-sandbox.slice/soda-sandbox-x.scope"},
+		{"legacy", "4:memory:/soda-sandbox.slice/soda-sandbox-x.scope\n1:name=systemd:/soda-sandbox.slice/soda-sandbox-x.scope\n", "/soda-sandbox.slice/soda-sandbox-x.scope"},
+		{"user manager", "0::/user.slice/user-1000.slice/user@1000.service/soda-sandbox.slice/soda-sandbox-x.scope\n", "/user.slice/user-1000.slice/user@1000.service/soda-sandbox.slice/soda-sandbox-x.scope"},
+		{"not yet moved", "0::/system.slice/foo.service\n", ""},
+		{"a unit that only ends alike", "0::/soda-sandbox.slice/other-soda-sandbox-x.scope\n", ""},
+		{"a controller line only", "4:memory:/soda-sandbox.slice/soda-sandbox-x.scope\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := scopeCgroupIn(tc.text, unit); got != tc.want {
+				t.Errorf("scopeCgroupIn = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
