@@ -206,14 +206,20 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// healthy is the watchdog's question: the daemon's lock is free and the
-// bus answers.
+// healthy is the watchdog's question: the daemon's lock is free, the bus
+// answers and sodad still owns its name.
 func (d *Daemon) healthy() bool {
 	d.mu.Lock()
 	d.mu.Unlock() //nolint:staticcheck // a wedged lock skips the ping
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return d.conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.Peer.Ping", 0).Err == nil
+	var owner string
+	err := d.conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, BusName).Store(&owner)
+	if err != nil || len(d.conn.Names()) == 0 || owner != d.conn.Names()[0] {
+		d.log.Warn("watchdog: not healthy", "owner", owner, "err", err)
+		return false
+	}
+	return true
 }
 
 // touch records a method call (idle exit).

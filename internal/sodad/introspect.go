@@ -16,7 +16,7 @@ const managerXML = `<interface name="` + ManagerInterface + `">
    <arg name="profile" type="s" direction="in"/>
    <arg name="argv" type="as" direction="in"/>
    <arg name="spec" type="a{sv}" direction="in"/>
-   <arg name="fds" type="a{sh}" direction="in"/>
+   <arg name="fds" type="a{sv}" direction="in"/>
    <arg name="options" type="a{sv}" direction="in"/>
    <arg name="id" type="s" direction="out"/>
    <arg name="sandbox" type="o" direction="out"/>

@@ -166,13 +166,22 @@ func (m manager) GetSandbox(sender dbus.Sender, id string) (dbus.ObjectPath, *db
 
 // CreateSandbox creates a sandbox from a profile and starts argv in it.
 func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []string, spec map[string]dbus.Variant,
-	fds map[string]dbus.UnixFD, opts map[string]dbus.Variant) (string, dbus.ObjectPath, *dbus.Error) {
+	fds map[string]dbus.Variant, opts map[string]dbus.Variant) (string, dbus.ObjectPath, *dbus.Error) {
 	d := m.d
 	// The fds are sodad's from here: closed on every path but the one
-	// that hands them to the sandbox.
+	// that hands them to the sandbox. (fds is a{sv}, each value an h:
+	// godbus 5.1 and 5.2 cannot decode an a{sh} holding fds.)
 	files := map[string]*os.File{}
 	var owned []*os.File
-	for k, fd := range fds {
+	var badFd string
+	for _, k := range sortedKeys(fds) {
+		fd, ok := fds[k].Value().(dbus.UnixFD)
+		if !ok {
+			if badFd == "" {
+				badFd = fmt.Sprintf("fd %s: want a variant of type h (a Unix fd), got %s", k, fds[k].Signature())
+			}
+			continue
+		}
 		f := os.NewFile(uintptr(fd), "fd "+k)
 		if f == nil {
 			continue
@@ -195,6 +204,9 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 		return "", "", err
 	}
 	defer cancel()
+	if badFd != "" {
+		return "", "", dbusErr(ErrInvalidFd, badFd)
+	}
 	o, err := decodeOptions(opts)
 	if err != nil {
 		return "", "", err
