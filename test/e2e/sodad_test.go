@@ -89,7 +89,7 @@ install -m 0644 $A/io.github.soda_project.Soda1.conf /usr/share/dbus-1/system.d/
 install -D -m 0644 $A/io.github.soda_project.Soda1.service /usr/share/dbus-1/system-services/io.github.soda_project.Soda1.service
 install -D -m 0644 $A/50-soda-example.rules /etc/polkit-1/rules.d/50-soda.rules
 mkdir -p /etc/systemd/system/sodad.service.d
-printf '[Service]\nExecStart=\nExecStart=/usr/bin/sodad --idle-exit 5m --verbose --linger 10m\n' > /etc/systemd/system/sodad.service.d/test.conf
+printf '[Service]\nWatchdogSec=3s\nExecStart=\nExecStart=/usr/bin/sodad --idle-exit 5m --verbose --linger 10m\n' > /etc/systemd/system/sodad.service.d/test.conf
 systemctl daemon-reload
 busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig
 systemctl restart polkit.service
@@ -125,6 +125,12 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 	}
 	if r := as("alice", call, "--", "sh", "-c", "echo hello-from-sandbox; id -u"); r.err != nil || !strings.Contains(r.stdout, "hello-from-sandbox") {
 		t.Errorf("alice: the command's stdout did not reach the caller's:\n%s", r)
+	}
+
+	// The watchdog (3 s in this test) is fed: no restart after 5 s.
+	time.Sleep(5 * time.Second)
+	if n := strings.TrimSpace(b.run("systemctl", "show", "-P", "NRestarts", "sodad").stdout); n != "0" {
+		t.Errorf("sodad restarted %s times with WatchdogSec=3s: the watchdog is not fed\n%s", n, b.run("journalctl", "-u", "sodad", "--no-pager", "-n", "20").stdout)
 	}
 
 	// 2. Identity claims in arguments are refused.
@@ -259,6 +265,20 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 		if !strings.Contains(b.run("journalctl", "--no-pager", "-o", "verbose", "SODA_SANDBOX="+id).stdout, "ended: sodad restarted") {
 			t.Errorf("journal lacks the outcome of %s (ended: sodad restarted): %s", id, jl)
 		}
+	}
+
+	// 7. Idle exit: with no sandbox and no call for the idle time, sodad
+	// exits 0 (inactive, not failed); the next call activates it again.
+	b.write(t, "/etc/systemd/system/sodad.service.d/test.conf", "[Service]\nExecStart=\nExecStart=/usr/bin/sodad --idle-exit 2s\n", "0644")
+	must(t, b.sh("systemctl daemon-reload && systemctl restart sodad"))
+	waitFor(t, 20*time.Second, "sodad idle exit", func() bool {
+		return strings.TrimSpace(b.run("systemctl", "is-active", "sodad").stdout) == "inactive"
+	})
+	if out := must(t, as("alice", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListProfiles")); !strings.Contains(out, `"dev"`) {
+		t.Errorf("ListProfiles after idle exit (bus activation): %s", out)
+	}
+	if st := strings.TrimSpace(b.run("systemctl", "is-active", "sodad").stdout); st != "active" {
+		t.Errorf("sodad after a call following its idle exit: %s, want active", st)
 	}
 }
 
