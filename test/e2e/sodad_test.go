@@ -193,6 +193,32 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 	if out := must(t, as("bob", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListSandboxes")); strings.Contains(out, id) {
 		t.Errorf("bob's ListSandboxes shows alice's %s: %s", id, out)
 	}
+	// Grants at run time: the owner revokes without polkit, grants back
+	// within the profile (grant, allowed by the example rules), beyond it
+	// (beyond-profile, allowed by the rule above); bob may not; all in the
+	// journal under SODA_SANDBOX.
+	sbx := "io.github.soda_project.Soda1.Sandbox"
+	allow := func() string {
+		return must(t, as("alice", "busctl", "get-property", dest, path, sbx, "Allow"))
+	}
+	must(t, as("alice", "busctl", "call", dest, path, sbx, "Revoke", "sa{sv}", "example.com:443", "0"))
+	if a := allow(); strings.Contains(a, "example.com") {
+		t.Errorf("Allow after Revoke: %s", a)
+	}
+	must(t, as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "example.com:443", "0"))
+	must(t, as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "api.github.com:443", "0"))
+	if a := allow(); !strings.Contains(a, "example.com:443") || !strings.Contains(a, "api.github.com:443") {
+		t.Errorf("Allow after two Grants: %s", a)
+	}
+	if r := as("bob", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "pypi.org:443", "0"); r.err == nil {
+		t.Errorf("bob granted on alice's sandbox\n%s", r)
+	}
+	if r := as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "not a target", "0"); r.err == nil || !strings.Contains(r.stderr, "not a target") {
+		t.Errorf("invalid Grant target: want InvalidTarget naming it\n%s", r)
+	}
+	if j := b.run("journalctl", "--no-pager", "-o", "cat", "SODA_SANDBOX="+id).stdout; !strings.Contains(j, "sandbox grant") || !strings.Contains(j, "sandbox revoke") {
+		t.Errorf("journal of %s lacks the grant and revoke:\n%s", id, j)
+	}
 	must(t, as("", "busctl", "call", dest, path, "io.github.soda_project.Soda1.Sandbox", "Kill", "ia{sv}", "9", "0"))
 	waitFor(t, 15*time.Second, "alice's sandbox killed by root", func() bool {
 		out := as("alice", "busctl", "get-property", dest, path, "io.github.soda_project.Soda1.Sandbox", "State", "ExitStatus").stdout
