@@ -50,6 +50,16 @@ type box struct {
 
 func (b *box) ended() bool { return b.done.Load() }
 
+// running is the engine's sandbox once started, nil before and after.
+func (b *box) running() *sandbox.Sandbox {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done.Load() {
+		return nil
+	}
+	return b.sb
+}
+
 // record is b's state record.
 func (b *box) record() Record {
 	b.mu.Lock()
@@ -184,11 +194,12 @@ func (m sandboxMethods) Kill(sender dbus.Sender, sig int32, opts map[string]dbus
 	if sig < 1 || sig > 64 {
 		return dbusErr(ErrInvalidArgs, fmt.Sprintf("signal %d: want 1 to 64", sig))
 	}
-	if b.ended() || b.sb == nil {
-		return dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s has exited", b.id))
+	sb := b.running()
+	if sb == nil {
+		return dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
 	}
 	b.d.journal.Info("sandbox kill", "sandbox", b.id, "owner_uid", b.owner, "caller_uid", c.UID, "signal", sig)
-	if e := b.sb.Signal(syscall.Signal(sig)); e != nil {
+	if e := sb.Signal(syscall.Signal(sig)); e != nil {
 		return dbusErr(ErrFailed, fmt.Sprintf("signal %d to %s: %v", sig, b.id, e))
 	}
 	return nil
@@ -255,8 +266,9 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 	if mcp != "" {
 		return dbusErr(ErrNotSupported, fmt.Sprintf("%s %s: MCP servers are granted when the sandbox is created (spec MCP); the engine cannot relay a new port into a running sandbox", method, target))
 	}
-	if b.ended() || b.sb == nil {
-		return dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s has exited", b.id))
+	sb := b.running()
+	if sb == nil {
+		return dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
 	}
 	b.mu.Lock()
 	noNet := b.noNetwork
@@ -267,9 +279,9 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 	by := fmt.Sprintf("uid %d", c.UID)
 	var e error
 	if add {
-		e = b.sb.SetEgress(ctx, by, []egress.Grant{g}, nil)
+		e = sb.SetEgress(ctx, by, []egress.Grant{g}, nil)
 	} else {
-		e = b.sb.SetEgress(ctx, by, nil, []egress.Grant{g})
+		e = sb.SetEgress(ctx, by, nil, []egress.Grant{g})
 	}
 	if e != nil {
 		return dbusErr(ErrFailed, fmt.Sprintf("%s %s: %v", method, target, e))
@@ -323,7 +335,7 @@ func (m sandboxMethods) ReadAudit(sender dbus.Sender, cursor uint64, max uint32,
 func (b *box) wait() {
 	d := b.d
 	defer d.live.Done()
-	st, err := b.sb.Wait(d.run)
+	st, err := b.sb.Wait(d.run) // b.sb is set before wait starts
 	result, code := "success", int32(st.Code)
 	switch {
 	case err != nil:

@@ -275,8 +275,8 @@ func (d *Daemon) drain() {
 	for _, b := range live {
 		d.journal.Warn("sandbox ended: sodad stopping", "sandbox", b.id, "owner_uid", b.owner, "unit", b.unit)
 		b.stopping.Store(true)
-		if b.sb != nil {
-			go b.sb.Stop()
+		if sb := b.running(); sb != nil {
+			go sb.Stop()
 		}
 	}
 	done := make(chan struct{})

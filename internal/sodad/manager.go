@@ -323,8 +323,10 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 		return fail(dbusErr(ErrFailed, fmt.Sprintf("start the sandbox: %v", e)))
 	}
 	handed = true
+	b.mu.Lock()
 	b.files = owned
 	b.sb = sb
+	b.mu.Unlock()
 	d.live.Add(1)
 	b.props.SetMust(SandboxInterface, "State", "running")
 	_ = d.conn.Emit(ManagerPath, ManagerInterface+".SandboxNew", id, b.path)

@@ -145,6 +145,10 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 		t.Errorf("invalid target: want InvalidTarget\n%s", r)
 	}
 
+	if r := as("alice", "sh", "-c", call+" -stdout-fd 0 -- true </etc/hostname"); r.err == nil || !strings.Contains(r.stderr, "InvalidFd") || !strings.Contains(r.stderr, "fd stdout") {
+		t.Errorf("a read-only fd as stdout: want InvalidFd naming stdout\n%s", r)
+	}
+
 	// 3. Beyond the profile: refused without a rule, allowed with one.
 	r = as("alice", call, "-memory", strconv.Itoa(2<<30), "--", "true")
 	if r.err == nil || !(strings.Contains(r.stderr, "InteractiveAuthorizationRequired") || strings.Contains(r.stderr, "ExceedsProfile")) {
@@ -255,6 +259,48 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 	jr := b.run("sh", "-c", "journalctl -u sodad -o verbose --no-pager | grep -E '^ *SODA_TOOK=' | tail -n 20")
 	t.Logf("figures: polkit checks seen by sodad (SODA_TOOK): %s", strings.Join(strings.Fields(jr.stdout), " "))
 
+	// 100 create/exit cycles leave no record, home, unit or fd of sodad's.
+	sodadFds := func() int {
+		pid := strings.TrimSpace(b.run("systemctl", "show", "-P", "MainPID", "sodad").stdout)
+		n, _ := strconv.Atoi(strings.TrimSpace(b.run("sh", "-c", "ls /proc/"+pid+"/fd | wc -l").stdout))
+		return n
+	}
+	before := sodadFds()
+	must(t, as("alice", "sh", "-c", "i=0; while [ $i -lt 100 ]; do "+call+" -no-stdio -- true || exit 1; i=$((i+1)); done"))
+	time.Sleep(500 * time.Millisecond)
+	if after := sodadFds(); after > before+2 {
+		t.Errorf("sodad's open fds: %d before 100 sandboxes, %d after (a leak)", before, after)
+	}
+	for what, cmd := range map[string]string{
+		"state records":          "ls -A /var/lib/soda/sodad/sandboxes",
+		"homes":                  "ls -A /var/lib/soda/sodad/homes | grep -v '\\.lock$' || true",
+		"sandbox units":          "systemctl list-units --no-legend 'soda-sandbox-*' | grep -v inactive || true",
+		"sandbox init processes": "pgrep -a -f '^[^ ]*soda-sandbox-init' || true",
+	} {
+		if out := strings.TrimSpace(b.run("sh", "-c", cmd).stdout); out != "" {
+			t.Errorf("%s left after 100 cycles:\n%s", what, out)
+		}
+	}
+	t.Logf("sodad's open fds: %d before 100 create/exit cycles, %d after", before, sodadFds())
+
+	// systemctl restart drains: the live sandboxes are stopped, their
+	// records removed, the outcome logged.
+	for i := 0; i < 2; i++ {
+		if r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "302"); r.err != nil {
+			t.Fatalf("alice: sleep 302:\n%s", r)
+		}
+	}
+	must(t, b.exec(runOpts{timeout: 60 * time.Second}, "systemctl", "restart", "sodad"))
+	if b.run("pgrep", "-f", "sleep 302").code != 1 {
+		t.Errorf("sandboxes still running after systemctl restart sodad")
+	}
+	if out := strings.TrimSpace(b.run("ls", "/var/lib/soda/sodad/sandboxes").stdout); out != "" {
+		t.Errorf("records left after systemctl restart sodad: %s", out)
+	}
+	if j := b.run("journalctl", "--no-pager", "-o", "cat", "-u", "sodad").stdout; strings.Count(j, "sandbox ended: sodad stopping") < 2 {
+		t.Errorf("journal lacks 'sandbox ended: sodad stopping' twice:\n%s", lastLines(j, 20))
+	}
+
 	// 6. kill -9 of sodad with live sandboxes: nothing left running, the
 	// restarted sodad ends and removes their records.
 	var ids []string
@@ -318,6 +364,14 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
 }
 
 func median(d []time.Duration) time.Duration {

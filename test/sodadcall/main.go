@@ -4,7 +4,7 @@
 // exits with the sandbox's exit status. On stderr it prints
 // "sodadcall: id=ID path=PATH create=DURATION total=DURATION result=R".
 //
-//	sodadcall [-profile NAME] [-allow HOST:PORT] [-memory BYTES] [-spec-key KEY=uid] [-no-wait] [-no-stdio] -- COMMAND [ARGS...]
+//	sodadcall [-profile NAME] [-allow HOST:PORT] [-memory BYTES] [-spec-key KEY=uid] [-no-wait] [-no-stdio] [-stdout-fd N] -- COMMAND [ARGS...]
 package main
 
 import (
@@ -32,6 +32,7 @@ func run() int {
 	claim := flag.String("claim-owner", "", "add spec key owner=u VALUE (an identity claim sodad must refuse)")
 	noWait := flag.Bool("no-wait", false, "print the id and exit once created")
 	noStdio := flag.Bool("no-stdio", false, "pass no fds: the command's streams are /dev/null")
+	stdoutFd := flag.Int("stdout-fd", 1, "the fd passed as stdout (a wrong one must be refused)")
 	flag.Parse()
 	start := time.Now()
 	conn, err := dbus.ConnectSystemBus()
@@ -56,7 +57,7 @@ func run() int {
 	if *claim != "" {
 		spec["owner"] = dbus.MakeVariant(*claim)
 	}
-	fds := map[string]dbus.Variant{"stdin": dbus.MakeVariant(dbus.UnixFD(0)), "stdout": dbus.MakeVariant(dbus.UnixFD(1)), "stderr": dbus.MakeVariant(dbus.UnixFD(2))}
+	fds := map[string]dbus.Variant{"stdin": dbus.MakeVariant(dbus.UnixFD(0)), "stdout": dbus.MakeVariant(dbus.UnixFD(*stdoutFd)), "stderr": dbus.MakeVariant(dbus.UnixFD(2))}
 	if *noStdio {
 		fds = map[string]dbus.Variant{}
 	}
