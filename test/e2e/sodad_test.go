@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,7 +98,7 @@ groupadd -r soda-users
 useradd -M -U -G soda-users -s /bin/sh alice
 useradd -M -U -G soda-users -s /bin/sh bob
 mkdir -p /etc/soda/sandbox
-printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com:443\n[Limits]\nMemoryMax=1G\nTasksMax=256\n' > /etc/soda/sandbox/dev.conf
+printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com:443\nAllowPrivate=127.0.0.1:18999\n[Limits]\nMemoryMax=1G\nTasksMax=256\n' > /etc/soda/sandbox/dev.conf
 `, art)))
 	if out := b.run("systemd-analyze", "security", "sodad.service", "--no-pager"); out.err == nil || out.stdout != "" {
 		t.Logf("systemd-analyze security sodad.service (last line): %s", lastLine(out.stdout))
@@ -239,6 +240,44 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 	}
 	if out := must(t, as("alice", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListProfiles")); !strings.Contains(out, `"dev"`) {
 		t.Errorf("ListProfiles for alice: %s", out)
+	}
+
+	// The agent inside sees a grant added at run time and loses it when
+	// revoked (new connections), through sodad's proxy: a web server on the
+	// box's loopback (the box has its own network namespace), reached with
+	// CONNECT (curl -p) through the sandbox's proxy.
+	must(t, b.run("systemd-run", "--unit=e2e-web", "python3", "-m", "http.server", "18999", "--bind", "127.0.0.1", "--directory", "/etc"))
+	waitFor(t, 10*time.Second, "the web server", func() bool {
+		return b.run("curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:18999/hostname").err == nil
+	})
+	probe := `i=0; while [ $i -lt 150 ]; do if env -u NO_PROXY -u no_proxy curl -s -o /dev/null -m 2 -p http://127.0.0.1:18999/hostname; then echo ok; else echo fail; fi; i=$((i+1)); sleep 0.1; done`
+	web := b.start(t, nil, "setpriv", "--reuid=alice", "--regid=alice", "--init-groups", call, "-allow-none", "--", "sh", "-c", probe)
+	var webID string
+	waitFor(t, 15*time.Second, "the probe sandbox's id", func() bool {
+		if m := regexp.MustCompile(`created id=(\S+)`).FindStringSubmatch(web.stderr.String()); m != nil {
+			webID = m[1]
+		}
+		return webID != ""
+	})
+	webPath := strings.Trim(strings.TrimPrefix(strings.TrimSpace(must(t, as("alice", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "GetSandbox", "s", webID))), "o "), `"`)
+	until := func(want string) {
+		t.Helper()
+		for i := 0; i < 60; i++ {
+			if l := web.next(t, 10*time.Second, "probe"); l == want {
+				return
+			}
+		}
+		t.Fatalf("the probe never printed %q", want)
+	}
+	until("fail")
+	must(t, as("alice", "busctl", "call", dest, webPath, "io.github.soda_project.Soda1.Sandbox", "Grant", "sa{sv}", "127.0.0.1:18999", "1", "private", "b", "true"))
+	until("ok")
+	must(t, as("alice", "busctl", "call", dest, webPath, "io.github.soda_project.Soda1.Sandbox", "Revoke", "sa{sv}", "127.0.0.1:18999", "1", "private", "b", "true"))
+	until("fail")
+	must(t, as("alice", "busctl", "call", dest, webPath, "io.github.soda_project.Soda1.Sandbox", "Kill", "ia{sv}", "15", "0"))
+	web.finish(t, 15*time.Second)
+	if j := b.run("journalctl", "--no-pager", "-o", "cat", "SODA_SANDBOX="+webID).stdout; !strings.Contains(j, "sandbox grant") || !strings.Contains(j, "sandbox revoke") {
+		t.Errorf("journal of %s lacks the grant and revoke:\n%s", webID, lastLines(j, 30))
 	}
 
 	// 5. Figures: create→exit through sodad against a direct sodactl run.

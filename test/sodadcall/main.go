@@ -4,7 +4,7 @@
 // exits with the sandbox's exit status. On stderr it prints
 // "sodadcall: id=ID path=PATH create=DURATION total=DURATION result=R".
 //
-//	sodadcall [-profile NAME] [-allow HOST:PORT] [-memory BYTES] [-spec-key KEY=uid] [-no-wait] [-no-stdio] [-stdout-fd N] -- COMMAND [ARGS...]
+//	sodadcall [-profile NAME] [-allow HOST:PORT] [-memory BYTES] [-spec-key KEY=uid] [-allow-none] [-no-wait] [-no-stdio] [-stdout-fd N] -- COMMAND [ARGS...]
 package main
 
 import (
@@ -32,6 +32,7 @@ func run() int {
 	claim := flag.String("claim-owner", "", "add spec key owner=u VALUE (an identity claim sodad must refuse)")
 	noWait := flag.Bool("no-wait", false, "print the id and exit once created")
 	noStdio := flag.Bool("no-stdio", false, "pass no fds: the command's streams are /dev/null")
+	allowNone := flag.Bool("allow-none", false, "grant no target at start (spec Allow empty)")
 	stdoutFd := flag.Int("stdout-fd", 1, "the fd passed as stdout (a wrong one must be refused)")
 	flag.Parse()
 	start := time.Now()
@@ -50,6 +51,9 @@ func run() int {
 	spec := map[string]dbus.Variant{}
 	if *allow != "" {
 		spec["Allow"] = dbus.MakeVariant([]string{*allow})
+	}
+	if *allowNone {
+		spec["Allow"] = dbus.MakeVariant([]string{})
 	}
 	if *memory != 0 {
 		spec["MemoryMax"] = dbus.MakeVariant(*memory)
@@ -74,6 +78,7 @@ func run() int {
 		return 125
 	}
 	created := time.Since(start)
+	fmt.Fprintf(os.Stderr, "sodadcall: created id=%s\n", id)
 	if *noWait {
 		fmt.Println(id)
 		fmt.Fprintf(os.Stderr, "sodadcall: id=%s path=%s create=%s\n", id, obj, created)
