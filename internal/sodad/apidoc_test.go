@@ -32,7 +32,7 @@ func TestIntrospectionMatchesReference(t *testing.T) {
 			ifaces[i.Name] = i
 		}
 	}
-	methodRe := regexp.MustCompile(`(?s)(\w+)\(([^)]*)\);`)
+	methodRe := regexp.MustCompile(`(?s)(\w+)\(((?:[^()]|\([^()]*\))*)\);`)
 	argRe := regexp.MustCompile(`(in|out)?\s*(\S+)\s+\w+`)
 	propRe := regexp.MustCompile(`readonly (\S+) (\w+);`)
 	for _, b := range blocks {
@@ -44,7 +44,11 @@ func TestIntrospectionMatchesReference(t *testing.T) {
 		}
 		sigs, props, _ := strings.Cut(body, "properties:")
 		methods, signals, _ := strings.Cut(sigs, "signals:")
-		for _, m := range methodRe.FindAllStringSubmatch(methods, -1) {
+		ms := methodRe.FindAllStringSubmatch(methods, -1)
+		if len(ms) != len(got.Methods) {
+			t.Errorf("%s: the reference has %d methods, sodad serves %d", name, len(ms), len(got.Methods))
+		}
+		for _, m := range ms {
 			var want []string
 			for _, a := range strings.Split(m[2], ",") {
 				a = regexp.MustCompile(`#.*`).ReplaceAllString(a, "")
