@@ -281,13 +281,20 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 	}
 
 	// 5. Figures: create→exit through sodad against a direct sodactl run.
-	var viaSodad, direct []time.Duration
+	var viaSodad, direct, created []time.Duration
+	createRe := regexp.MustCompile(`create=(\S+) `)
 	for i := 0; i < 7; i++ {
 		t0 := time.Now()
-		if r := as("alice", call, "--", "true"); r.err != nil {
+		r := as("alice", call, "--", "true")
+		if r.err != nil {
 			t.Fatalf("sodadcall -- true:\n%s", r)
 		}
 		viaSodad = append(viaSodad, time.Since(t0))
+		if m := createRe.FindStringSubmatch(r.stderr); m != nil {
+			if d, err := time.ParseDuration(m[1]); err == nil {
+				created = append(created, d)
+			}
+		}
 		t0 = time.Now()
 		if r := as("", "sodactl", "run", "--", "true"); r.err != nil {
 			t.Fatalf("sodactl run -- true:\n%s", r)
@@ -295,6 +302,9 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 		direct = append(direct, time.Since(t0))
 	}
 	t.Logf("figures: create→exit of `true` (median of %d, including the box's exec): through sodad %s, direct sodactl run %s", len(direct), median(viaSodad), median(direct))
+	if len(created) > 0 {
+		t.Logf("figures: connect + CreateSandbox returned (the command running), median %s", median(created))
+	}
 	jr := b.run("sh", "-c", "journalctl -u sodad -o verbose --no-pager | grep -E '^ *SODA_TOOK=' | tail -n 20")
 	t.Logf("figures: polkit checks seen by sodad (SODA_TOOK): %s", strings.Join(strings.Fields(jr.stdout), " "))
 
