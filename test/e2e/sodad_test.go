@@ -134,6 +134,12 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 		t.Errorf("sodad restarted %s times with WatchdogSec=3s: the watchdog is not fed\n%s", n, b.run("journalctl", "-u", "sodad", "--no-pager", "-n", "20").stdout)
 	}
 
+	// A terminal: the slave of a pty passed as tty is the command's
+	// controlling terminal.
+	if r := as("alice", call, "-tty", "--", "sh", "-c", "test -t 0 && test -t 1 && echo on-a-terminal"); r.err != nil || !strings.Contains(r.stdout, "on-a-terminal") {
+		t.Errorf("alice: -tty: the command is not on a terminal:\n%s", r)
+	}
+
 	// 2. Identity claims in arguments are refused.
 	if r := as("alice", call, "-claim-owner", "0", "--", "true"); r.err == nil || !strings.Contains(r.stderr, "InvalidArgs") {
 		t.Errorf("an owner claimed in spec: want InvalidArgs\n%s", r)

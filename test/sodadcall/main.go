@@ -4,18 +4,43 @@
 // exits with the sandbox's exit status. On stderr it prints
 // "sodadcall: id=ID path=PATH create=DURATION total=DURATION result=R".
 //
-//	sodadcall [-profile NAME] [-allow HOST:PORT] [-memory BYTES] [-spec-key KEY=uid] [-allow-none] [-no-wait] [-no-stdio] [-stdout-fd N] -- COMMAND [ARGS...]
+//	sodadcall [-profile NAME] [-allow HOST:PORT] [-memory BYTES] [-spec-key KEY=uid] [-allow-none] [-tty] [-no-wait] [-no-stdio] [-stdout-fd N] -- COMMAND [ARGS...]
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 )
+
+// openPty opens a pseudo-terminal pair.
+func openPty() (master, slave *os.File, err error) {
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		m.Close()
+		return nil, nil, fmt.Errorf("unlockpt: %w", err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		m.Close()
+		return nil, nil, fmt.Errorf("ptsname: %w", err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return m, s, nil
+}
 
 const (
 	busName = "io.github.soda_project.Soda1"
@@ -33,6 +58,7 @@ func run() int {
 	noWait := flag.Bool("no-wait", false, "print the id and exit once created")
 	noStdio := flag.Bool("no-stdio", false, "pass no fds: the command's streams are /dev/null")
 	allowNone := flag.Bool("allow-none", false, "grant no target at start (spec Allow empty)")
+	tty := flag.Bool("tty", false, "open a pty, pass its slave as tty (spec TTY) and copy what the command writes to it to stdout")
 	stdoutFd := flag.Int("stdout-fd", 1, "the fd passed as stdout (a wrong one must be refused)")
 	flag.Parse()
 	start := time.Now()
@@ -65,6 +91,18 @@ func run() int {
 	if *noStdio {
 		fds = map[string]dbus.Variant{}
 	}
+	if *tty {
+		master, slave, err := openPty()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sodadcall: pty: %v\n", err)
+			return 125
+		}
+		defer master.Close()
+		fds = map[string]dbus.Variant{"tty": dbus.MakeVariant(dbus.UnixFD(slave.Fd()))}
+		spec["TTY"] = dbus.MakeVariant(true)
+		defer slave.Close()
+		go io.Copy(os.Stdout, master)
+	}
 	var id string
 	var obj dbus.ObjectPath
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -90,6 +128,9 @@ func run() int {
 			if len(s.Body) == 4 && s.Body[0] == id {
 				result, _ := s.Body[2].(string)
 				status, _ := s.Body[3].(int32)
+				if *tty {
+					time.Sleep(200 * time.Millisecond) // the pty's last output
+				}
 				fmt.Fprintf(os.Stderr, "sodadcall: id=%s path=%s create=%s total=%s result=%s\n", id, obj, created, time.Since(start), result)
 				return int(status)
 			}
