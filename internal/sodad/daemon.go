@@ -60,7 +60,8 @@ type Config struct {
 	// Log is the daemon's logger; Journal gets the audit and lifecycle
 	// records (a journald handler; nil: Log).
 	Log, Journal *slog.Logger
-	// Conn is the system bus connection (nil: Run connects).
+	// Conn is the system bus connection (nil: Run connects, with
+	// closeStrayFds as its incoming interceptor).
 	Conn *dbus.Conn
 	// Authorizer replaces polkit (tests only; nil: polkit over Conn).
 	Authorizer polkit.Authorizer
@@ -159,7 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	conn := cfg.Conn
 	if conn == nil {
-		if conn, err = dbus.ConnectSystemBus(); err != nil {
+		if conn, err = dbus.ConnectSystemBus(dbus.WithIncomingInterceptor(closeStrayFds)); err != nil {
 			return fmt.Errorf("system bus: %w", err)
 		}
 		defer conn.Close()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
+	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/polkit"
 	"github.com/soda-project/soda/internal/profile"
@@ -316,4 +317,46 @@ func TestIntrospectionParses(t *testing.T) {
 			t.Errorf("introspection does not parse: %v\n%s", err, x)
 		}
 	}
+}
+
+func TestCloseStrayFds(t *testing.T) {
+	open := func() (int, func() bool) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		fd := int(w.Fd())
+		// Detach the fd from w (as godbus holds a bare number).
+		nfd, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		return nfd, func() bool { _, err := unix.FcntlInt(uintptr(nfd), unix.F_GETFD, 0); return err == nil }
+	}
+	call := func(path dbus.ObjectPath, iface, member string, body ...any) *dbus.Message {
+		return &dbus.Message{Type: dbus.TypeMethodCall, Headers: map[dbus.HeaderField]dbus.Variant{
+			dbus.FieldPath: dbus.MakeVariant(path), dbus.FieldInterface: dbus.MakeVariant(iface), dbus.FieldMember: dbus.MakeVariant(member),
+		}, Body: body}
+	}
+	// A stray fd in Kill's options is closed.
+	fd, isOpen := open()
+	closeStrayFds(call(SandboxPath("a"), SandboxInterface, "Kill", int32(9), map[string]dbus.Variant{"x": dbus.MakeVariant(dbus.UnixFD(fd))}))
+	if isOpen() {
+		t.Errorf("an fd in Kill's options stayed open")
+	}
+	// CreateSandbox keeps its fds, not one hidden in spec.
+	keep, keepOpen := open()
+	stray, strayOpen := open()
+	closeStrayFds(call(ManagerPath, ManagerInterface, "CreateSandbox", "dev", []string{"true"},
+		map[string]dbus.Variant{"MemoryMax": dbus.MakeVariant(dbus.UnixFD(stray))},
+		map[string]dbus.Variant{"stdin": dbus.MakeVariant(dbus.UnixFD(keep))}, map[string]dbus.Variant{}))
+	if !keepOpen() {
+		t.Errorf("CreateSandbox's fds argument was closed")
+	}
+	if strayOpen() {
+		t.Errorf("an fd hidden in CreateSandbox's spec stayed open")
+	}
+	unix.Close(keep)
 }
