@@ -140,6 +140,20 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 		t.Errorf("alice: -tty: the command is not on a terminal:\n%s", r)
 	}
 
+	// A sodactl built elsewhere (SODA_E2E_SODACTL=FILE, e.g. the client side
+	// of sodad on its own branch) runs through this sodad.
+	if sc := os.Getenv("SODA_E2E_SODACTL"); sc != "" {
+		copyFile(t, sc, filepath.Join(art, "sodactl-client"))
+		if err := os.Chmod(filepath.Join(art, "sodactl-client"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if r := as("alice", "sh", "-c", "cd / && "+filepath.Join(art, "sodactl-client")+" run --profile dev -- sh -c 'echo via-sodactl; exit 3' </dev/null"); r.code != 3 || !strings.Contains(r.stdout, "via-sodactl") {
+			t.Errorf("SODA_E2E_SODACTL run --profile dev: exit %d, want 3 and its output\n%s", r.code, r)
+		} else {
+			t.Logf("SODA_E2E_SODACTL: sodactl run --profile dev through sodad: exit 3, output passed (%s)", strings.TrimSpace(r.stderr))
+		}
+	}
+
 	// 2. Identity claims in arguments are refused.
 	if r := as("alice", call, "-claim-owner", "0", "--", "true"); r.err == nil || !strings.Contains(r.stderr, "InvalidArgs") {
 		t.Errorf("an owner claimed in spec: want InvalidArgs\n%s", r)
