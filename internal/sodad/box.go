@@ -276,6 +276,14 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 	if noNet {
 		return dbusErr(ErrInvalidTarget, fmt.Sprintf("%s %s: sandbox %s has no network", method, target, b.id))
 	}
+	b.mu.Lock()
+	held := slices.Contains(b.allow, g) || slices.Contains(b.allowPrivate, g)
+	b.mu.Unlock()
+	if held == add {
+		// Granting what is granted, revoking what is not: nothing changes
+		// (the engine would call it an error).
+		return nil
+	}
 	by := fmt.Sprintf("uid %d", c.UID)
 	var e error
 	if add {

@@ -152,6 +152,21 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 		} else {
 			t.Logf("SODA_E2E_SODACTL: sodactl run --profile dev through sodad: exit 3, output passed (%s)", strings.TrimSpace(r.stderr))
 		}
+		sc := filepath.Join(art, "sodactl-client")
+		r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "303")
+		if r.err != nil {
+			t.Fatalf("alice: sleep 303:\n%s", r)
+		}
+		sid := strings.TrimSpace(r.stdout)
+		for _, args := range [][]string{{"profiles"}, {"list"}, {"status", sid}, {"grant", "--private", sid, "127.0.0.1:18999"},
+			{"revoke", sid, "example.com:443"}, {"audit", sid}, {"kill", "--signal", "KILL", sid}} {
+			r := as("alice", append([]string{sc, "sandbox"}, args...)...)
+			if r.err != nil {
+				t.Errorf("SODA_E2E_SODACTL sandbox %s:\n%s", strings.Join(args, " "), r)
+			} else {
+				t.Logf("SODA_E2E_SODACTL sandbox %s: ok, %d bytes", strings.Join(args, " "), len(r.stdout))
+			}
+		}
 	}
 
 	// 2. Identity claims in arguments are refused.
@@ -230,6 +245,8 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 	if a := allow(); strings.Contains(a, "example.com") {
 		t.Errorf("Allow after Revoke: %s", a)
 	}
+	must(t, as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "example.com:443", "0"))
+	// Granting it again changes nothing and succeeds.
 	must(t, as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "example.com:443", "0"))
 	must(t, as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "api.github.com:443", "0"))
 	if a := allow(); !strings.Contains(a, "example.com:443") || !strings.Contains(a, "api.github.com:443") {
