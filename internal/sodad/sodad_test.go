@@ -360,3 +360,64 @@ func TestCloseStrayFds(t *testing.T) {
 	}
 	unix.Close(keep)
 }
+
+func TestCallerMayAccess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown the test directories")
+	}
+	// Below /tmp itself: t.TempDir's parent is closed to other users.
+	base, err := os.MkdirTemp("", "sodad-access-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, uid, gid int, mode os.FileMode) string {
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	own := mk("own", 1000, 1000, 0o700)
+	group := mk("group", 0, 2000, 0o770)
+	other := mk("other", 0, 0, 0o755)
+	closed := mk("closed", 0, 0, 0o700)
+	inner := filepath.Join(closed, "inner")
+	if err := os.Mkdir(inner, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	alice := caller{UID: 1000, GIDs: []uint32{1000}}
+	member := caller{UID: 1001, GIDs: []uint32{2000}}
+	for _, tc := range []struct {
+		name  string
+		c     caller
+		dir   string
+		write bool
+		ok    bool
+	}{
+		{"owner rw", alice, own, true, true},
+		{"other user on a 0700 dir", member, own, false, false},
+		{"group member rw", member, group, true, true},
+		{"non-member on a 0770 dir", alice, group, false, false},
+		{"everyone may read 0755", alice, other, false, true},
+		{"nobody but root writes 0755", alice, other, true, false},
+		{"a 0777 dir below a closed one", alice, inner, true, false},
+		{"root", caller{UID: 0}, inner, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := callerMayAccess(tc.c, []string{tc.dir}, tc.write)
+			if tc.ok && err != nil || !tc.ok && (err == nil || err.Name != ErrInvalidSpec) {
+				t.Errorf("callerMayAccess(uid %d, %s, write=%v) = %v, want ok=%v", tc.c.UID, tc.dir, tc.write, err, tc.ok)
+			}
+		})
+	}
+}

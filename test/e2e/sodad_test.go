@@ -20,7 +20,7 @@ import (
 // Unix fds) and gets their exit status; an identity claimed in the spec is
 // refused; a request beyond the profile is refused until a rule allows it;
 // bob can neither see nor kill alice's sandbox, root can; kill -9 of sodad
-// with live sandboxes leaves no sandbox process, and the restarted sodad
+// with 5 live sandboxes leaves no sandbox process, and the restarted sodad
 // ends and removes their records. It measures create→exit through sodad
 // against a direct sodactl run -- true, and polkit's check.
 func TestSodad(t *testing.T) {
@@ -390,7 +390,7 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 	// 6. kill -9 of sodad with live sandboxes: nothing left running, the
 	// restarted sodad ends and removes their records.
 	var ids []string
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 5; i++ {
 		r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "301")
 		if r.err != nil {
 			t.Fatalf("alice: sleep 301:\n%s", r)
