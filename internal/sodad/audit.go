@@ -8,12 +8,18 @@ import (
 )
 
 // auditRing keeps a sandbox's latest audit records as JSON lines, at most
-// max of them, each with its sequence number (the ReadAudit cursor).
+// max of them and auditKeepBytes of JSON, each with its sequence number
+// (the ReadAudit cursor).
 type auditRing struct {
-	mu   sync.Mutex
-	max  int
-	recs []auditLine // oldest first
+	mu    sync.Mutex
+	max   int
+	bytes int
+	recs  []auditLine // oldest first
 }
+
+// auditKeepBytes bounds what one sandbox's kept records take (256 sandboxes
+// at most: 512 MiB in all at worst, in practice far less).
+const auditKeepBytes = 2 << 20
 
 type auditLine struct {
 	seq  uint64
@@ -30,11 +36,18 @@ func (a *auditRing) add(r sandbox.Record) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.recs) >= a.max {
-		n := copy(a.recs, a.recs[1:])
+	drop := 0
+	for drop < len(a.recs) && (len(a.recs)-drop >= a.max || a.bytes+len(data) > auditKeepBytes) {
+		a.bytes -= len(a.recs[drop].json)
+		drop++
+	}
+	if drop > 0 {
+		n := copy(a.recs, a.recs[drop:])
+		clear(a.recs[n:])
 		a.recs = a.recs[:n]
 	}
 	a.recs = append(a.recs, auditLine{seq: r.Seq, json: string(data)})
+	a.bytes += len(data)
 }
 
 // read returns up to max records whose sequence number is at least cursor

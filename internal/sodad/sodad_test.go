@@ -209,6 +209,15 @@ func TestAuditRing(t *testing.T) {
 	if recs, n := a.read(next, 10); len(recs) != 0 || n != 6 {
 		t.Errorf("read at the end = %v, %d", recs, n)
 	}
+	// Bounded in bytes too: large records push old ones out.
+	b := newAuditRing(1 << 20)
+	big := strings.Repeat("x", 64<<10)
+	for i := uint64(1); i <= 100; i++ {
+		b.add(sandbox.Record{Seq: i, Event: "egress", Detail: big})
+	}
+	if b.bytes > auditKeepBytes || len(b.recs) == 0 || b.recs[len(b.recs)-1].seq != 100 {
+		t.Errorf("kept %d records, %d bytes (cap %d); last seq %d", len(b.recs), b.bytes, auditKeepBytes, b.recs[len(b.recs)-1].seq)
+	}
 }
 
 // fakeAuth is a polkit stand-in: the answers per uid-less sender and
