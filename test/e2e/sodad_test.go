@@ -252,6 +252,19 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 	if a := allow(); !strings.Contains(a, "example.com:443") || !strings.Contains(a, "api.github.com:443") {
 		t.Errorf("Allow after two Grants: %s", a)
 	}
+	// bob, whom no rule lets go beyond the profile, is refused a grant
+	// beyond it on his own sandbox, and not one within it.
+	r = as("bob", call, "-no-wait", "-no-stdio", "-allow-none", "--", "sleep", "304")
+	if r.err != nil {
+		t.Fatalf("bob: sleep 304:\n%s", r)
+	}
+	bobPath := strings.Trim(strings.TrimPrefix(strings.TrimSpace(must(t, as("bob", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "GetSandbox", "s", strings.TrimSpace(r.stdout)))), "o "), `"`)
+	if r := as("bob", "busctl", "call", dest, bobPath, sbx, "Grant", "sa{sv}", "api.github.com:443", "0"); r.err == nil ||
+		!(strings.Contains(r.stderr, "interactive") || strings.Contains(r.stderr, "exceeds")) {
+		t.Errorf("bob: Grant beyond the profile without a rule: want refused\n%s", r)
+	}
+	must(t, as("bob", "busctl", "call", dest, bobPath, sbx, "Grant", "sa{sv}", "example.com:443", "0"))
+	must(t, as("bob", "busctl", "call", dest, bobPath, sbx, "Kill", "ia{sv}", "9", "0"))
 	if r := as("bob", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "pypi.org:443", "0"); r.err == nil {
 		t.Errorf("bob granted on alice's sandbox\n%s", r)
 	}
