@@ -99,6 +99,9 @@ useradd -M -U -G soda-users -s /bin/sh alice
 useradd -M -U -G soda-users -s /bin/sh bob
 mkdir -p /etc/soda/sandbox
 printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com:443\nAllowPrivate=127.0.0.1:18999\n[Limits]\nMemoryMax=1G\nTasksMax=256\n' > /etc/soda/sandbox/dev.conf
+printf '[Profile]\nDescription=with an MCP server\nUsers=alice\n[Grants]\nMCP=echo\n' > /etc/soda/sandbox/mcp.conf
+mkdir -p /etc/soda/mcp
+printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=none\n' > /etc/soda/mcp/echo.conf
 `, art)))
 	if out := b.run("systemd-analyze", "security", "sodad.service", "--no-pager"); out.err == nil || out.stdout != "" {
 		t.Logf("systemd-analyze security sodad.service (last line): %s", lastLine(out.stdout))
@@ -167,6 +170,12 @@ printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com
 				t.Logf("SODA_E2E_SODACTL sandbox %s: ok, %d bytes", strings.Join(args, " "), len(r.stdout))
 			}
 		}
+	}
+
+	// A profile's MCP server is granted at creation: its port relayed, the
+	// agents' configuration in the sandbox's home names it.
+	if r := as("alice", call, "-profile", "mcp", "--", "sh", "-c", `grep -rlq 127.0.0.1:18101 "$HOME" && echo mcp-configured`); r.err != nil || !strings.Contains(r.stdout, "mcp-configured") {
+		t.Errorf("alice: profile mcp: the agents' configuration lacks the server:\n%s", r)
 	}
 
 	// 2. Identity claims in arguments are refused.
