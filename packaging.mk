@@ -21,10 +21,10 @@ RPM := dist/soda-$(SODA_VERSION).x86_64.rpm
 
 # Man pages as packaged: rendered (man/%: man/%.md in the Makefile), then
 # gzipped reproducibly (-n: no name or time stamp).
-PKG_MAN_PAGES := sodactl.1 soda.conf.5 soda.7 soda-mcpd.8 soda-generator.8 soda-profile.5
+PKG_MAN_PAGES := sodactl.1 soda.conf.5 soda.7 soda-mcpd.8 soda-generator.8 soda-profile.5 sodad.8
 PKG_MANS      := $(addprefix dist/stage/man/,$(addsuffix .gz,$(PKG_MAN_PAGES)))
 
-PKG_INPUTS := bin/soda-mcpd bin/sodactl bin/soda-sandbox-init bin/soda-generator $(PKG_MANS) nfpm.yaml \
+PKG_INPUTS := bin/soda-mcpd bin/sodactl bin/soda-sandbox-init bin/soda-generator bin/sodad $(PKG_MANS) nfpm.yaml \
 	$(wildcard units/* packaging/*/* polkit/*) README.md
 
 .PHONY: deb rpm packages check-packages check-units
@@ -66,16 +66,16 @@ check-packages: $(DEB) $(RPM)
 # (systemd-analyze security, offline; 25 means 2.5).
 SYSTEMD_UNIT_DIR   ?= /lib/systemd/system
 SECURITY_THRESHOLD ?= 25
-check-units: bin/soda-mcpd $(PKG_MANS)
+check-units: bin/soda-mcpd bin/sodad $(PKG_MANS)
 	@command -v systemd-analyze >/dev/null || { echo "check-units: systemd-analyze missing (apt-get install systemd)" >&2; exit 1; }
 	@root=$$(mktemp -d) && trap 'rm -rf "$$root"' EXIT && \
 	mkdir -p "$$root/usr/lib/systemd/system" "$$root/usr/bin" && \
 	cp -r $(SYSTEMD_UNIT_DIR)/. "$$root/usr/lib/systemd/system/" && \
-	cp units/* "$$root/usr/lib/systemd/system/" && cp bin/soda-mcpd "$$root/usr/bin/" && \
+	cp units/* "$$root/usr/lib/systemd/system/" && cp bin/soda-mcpd bin/sodad "$$root/usr/bin/" && \
 	for f in $(PKG_MANS); do b=$$(basename $$f .gz); d="$$root/usr/share/man/man$${b##*.}"; \
 		mkdir -p "$$d" && cp $$f "$$d/" || exit 1; done && \
 	MANPATH="$$root/usr/share/man" systemd-analyze verify --root="$$root" \
-		soda-mcp@check.socket soda-mcp@check.service soda-mcp.slice soda.slice && \
+		soda-mcp@check.socket soda-mcp@check.service soda-mcp.slice soda.slice sodad.service && \
 	echo "check-units: systemd-analyze verify passed" && \
 	{ out=$$(systemd-analyze security --offline=yes --root="$$root" --threshold=$(SECURITY_THRESHOLD) \
 		--no-pager soda-mcp@check.service 2>&1); rc=$$?; echo "$$out" | tail -n 1; \

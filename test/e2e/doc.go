@@ -6,6 +6,12 @@
 // TestPolkit boots a box of its own and asks the real polkitd, through
 // internal/polkit and the shipped D-Bus policy and polkit actions, about an
 // unprivileged caller and root (test/polkitcheck owns sodad's bus name).
+// TestSodad installs sodad (binary, unit, bus activation, bus policy, polkit
+// actions, example rules, a profile) in a box of its own and drives it over
+// the system bus as unprivileged users and root (test/sodadcall passes its
+// stdio as Unix fds): exit statuses, ownership and polkit decisions, grants
+// at run time seen by the agent inside, watchdog, idle exit and activation,
+// drain on restart and cleanup after kill -9, 100 create/exit cycles.
 //
 // The tests need root and a host that passes "test/box/sdbox check"; they
 // skip with a message saying what is missing otherwise. Run them with

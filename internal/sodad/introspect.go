@@ -1,0 +1,155 @@
+package sodad
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/godbus/dbus/v5/introspect"
+)
+
+const constAnn = `<annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>`
+
+// managerXML is the Manager interface as docs/dbus-api.md gives it.
+const managerXML = `<interface name="` + ManagerInterface + `">
+  <method name="CreateSandbox">
+   <arg name="profile" type="s" direction="in"/>
+   <arg name="argv" type="as" direction="in"/>
+   <arg name="spec" type="a{sv}" direction="in"/>
+   <arg name="fds" type="a{sv}" direction="in"/>
+   <arg name="options" type="a{sv}" direction="in"/>
+   <arg name="id" type="s" direction="out"/>
+   <arg name="sandbox" type="o" direction="out"/>
+  </method>
+  <method name="GetSandbox">
+   <arg name="id" type="s" direction="in"/>
+   <arg name="sandbox" type="o" direction="out"/>
+  </method>
+  <method name="ListSandboxes">
+   <arg name="sandboxes" type="a(susso)" direction="out"/>
+  </method>
+  <method name="ListProfiles">
+   <arg name="profiles" type="a(ss)" direction="out"/>
+  </method>
+  <signal name="SandboxNew">
+   <arg name="id" type="s"/>
+   <arg name="sandbox" type="o"/>
+  </signal>
+  <signal name="SandboxExited">
+   <arg name="id" type="s"/>
+   <arg name="sandbox" type="o"/>
+   <arg name="result" type="s"/>
+   <arg name="status" type="i"/>
+  </signal>
+  <signal name="SandboxRemoved">
+   <arg name="id" type="s"/>
+   <arg name="sandbox" type="o"/>
+  </signal>
+  <property name="Version" type="s" access="read">` + constAnn + `</property>
+  <property name="Draining" type="b" access="read"/>
+ </interface>
+`
+
+// sandboxXML is the Sandbox interface.
+var sandboxXML = `<interface name="` + SandboxInterface + `">
+  <method name="Kill">
+   <arg name="signal" type="i" direction="in"/>
+   <arg name="options" type="a{sv}" direction="in"/>
+  </method>
+  <method name="Grant">
+   <arg name="target" type="s" direction="in"/>
+   <arg name="options" type="a{sv}" direction="in"/>
+  </method>
+  <method name="Revoke">
+   <arg name="target" type="s" direction="in"/>
+   <arg name="options" type="a{sv}" direction="in"/>
+  </method>
+  <method name="ReadAudit">
+   <arg name="cursor" type="t" direction="in"/>
+   <arg name="max" type="u" direction="in"/>
+   <arg name="options" type="a{sv}" direction="in"/>
+   <arg name="records" type="as" direction="out"/>
+   <arg name="next" type="t" direction="out"/>
+  </method>
+` + sandboxPropsXML() + ` </interface>
+`
+
+// sandboxProps are the Sandbox properties in the reference's order, with
+// their types and whether they change.
+var sandboxProps = []struct {
+	name, typ string
+	changes   bool
+}{
+	{"Id", "s", false}, {"OwnerUID", "u", false}, {"Profile", "s", false}, {"Unit", "s", false},
+	{"CreatedTimestamp", "t", false}, {"State", "s", true}, {"MCP", "as", true}, {"Allow", "as", true},
+	{"AllowPrivate", "as", true}, {"ReadWritePaths", "as", false}, {"ReadOnlyPaths", "as", false},
+	{"NoNetwork", "b", false}, {"Limits", "a{st}", false}, {"Result", "s", true}, {"ExitStatus", "i", true},
+	{"ExitedTimestamp", "t", true},
+}
+
+func sandboxPropsXML() string {
+	var b strings.Builder
+	for _, p := range sandboxProps {
+		if p.changes {
+			b.WriteString(`  <property name="` + p.name + `" type="` + p.typ + `" access="read"/>` + "\n")
+		} else {
+			b.WriteString(`  <property name="` + p.name + `" type="` + p.typ + `" access="read">` + constAnn + "</property>\n")
+		}
+	}
+	return b.String()
+}
+
+// standardXML are the standard interfaces every object has.
+var standardXML = introspect.IntrospectDataString + `
+ <interface name="org.freedesktop.DBus.Peer">
+  <method name="Ping"/>
+  <method name="GetMachineId">
+   <arg name="machine_uuid" type="s" direction="out"/>
+  </method>
+ </interface>
+ <interface name="org.freedesktop.DBus.Properties">
+  <method name="Get">
+   <arg name="interface_name" type="s" direction="in"/>
+   <arg name="property_name" type="s" direction="in"/>
+   <arg name="value" type="v" direction="out"/>
+  </method>
+  <method name="GetAll">
+   <arg name="interface_name" type="s" direction="in"/>
+   <arg name="props" type="a{sv}" direction="out"/>
+  </method>
+  <method name="Set">
+   <arg name="interface_name" type="s" direction="in"/>
+   <arg name="property_name" type="s" direction="in"/>
+   <arg name="value" type="v" direction="in"/>
+  </method>
+  <signal name="PropertiesChanged">
+   <arg name="interface_name" type="s"/>
+   <arg name="changed_properties" type="a{sv}"/>
+   <arg name="invalidated_properties" type="as"/>
+  </signal>
+ </interface>
+`
+
+// node writes one object's introspection: its interfaces and children.
+func node(ifaces string, children []string) string {
+	var b strings.Builder
+	b.WriteString(introspect.IntrospectDeclarationString)
+	b.WriteString("<node>\n")
+	if ifaces != "" {
+		b.WriteString(standardXML)
+		b.WriteString(" " + ifaces)
+	}
+	sort.Strings(children)
+	for _, c := range children {
+		b.WriteString(` <node name="` + c + `"/>` + "\n")
+	}
+	b.WriteString("</node>\n")
+	return b.String()
+}
+
+// introspector serves org.freedesktop.DBus.Introspectable from a function
+// (the children change).
+type introspector func() string
+
+// Introspect implements org.freedesktop.DBus.Introspectable.
+func (f introspector) Introspect() (string, *dbus.Error) { return f(), nil }

@@ -1,0 +1,487 @@
+package sodad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+	"github.com/godbus/dbus/v5/prop"
+	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/agentconf"
+	"github.com/soda-project/soda/internal/auditsink"
+	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/mcpgrant"
+	"github.com/soda-project/soda/internal/profile"
+	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/version"
+)
+
+// callTimeout bounds one method call (an interactive polkit dialog
+// included).
+const callTimeout = 2 * time.Minute
+
+// begin starts a method call: who the caller is, from the bus.
+func (d *Daemon) begin(sender dbus.Sender) (caller, context.Context, context.CancelFunc, *dbus.Error) {
+	d.touch()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	uid, gids, err := d.peers.Credentials(ctx, string(sender))
+	if err != nil {
+		cancel()
+		return caller{}, nil, nil, dbusErr(ErrFailed, fmt.Sprintf("who is calling: %v", err))
+	}
+	return caller{Sender: string(sender), UID: uid, GIDs: gids}, ctx, cancel, nil
+}
+
+// exportManager exports the Manager object and the sandboxes' parent.
+func (d *Daemon) exportManager() error {
+	p, err := prop.Export(d.conn, ManagerPath, prop.Map{ManagerInterface: {
+		"Version":  {Value: version.Version, Emit: prop.EmitConst},
+		"Draining": {Value: false, Emit: prop.EmitTrue},
+	}})
+	if err != nil {
+		return fmt.Errorf("export the Manager's properties: %w", err)
+	}
+	d.mgr = p
+	if err := d.conn.Export(manager{d}, ManagerPath, ManagerInterface); err != nil {
+		return fmt.Errorf("export the Manager: %w", err)
+	}
+	mxml := node(managerXML, []string{"sandbox"})
+	if err := d.conn.Export(introspector(func() string { return mxml }), ManagerPath, "org.freedesktop.DBus.Introspectable"); err != nil {
+		return fmt.Errorf("export the Manager's introspection: %w", err)
+	}
+	return d.conn.Export(introspector(func() string {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		var kids []string
+		for _, b := range d.boxes {
+			kids = append(kids, escapePathLabel(b.id))
+		}
+		return node("", kids)
+	}), dbus.ObjectPath(SandboxPathPrefix), "org.freedesktop.DBus.Introspectable")
+}
+
+// remove takes an ended sandbox off the bus.
+func (d *Daemon) remove(b *box) {
+	d.mu.Lock()
+	delete(d.boxes, b.id)
+	d.mu.Unlock()
+	b.unexport(d.conn)
+	_ = d.conn.Emit(ManagerPath, ManagerInterface+".SandboxRemoved", b.id, b.path)
+}
+
+// manager is the Manager interface's methods.
+type manager struct{ d *Daemon }
+
+// ListProfiles lists the profiles whose Users=/Groups= include the caller.
+func (m manager) ListProfiles(sender dbus.Sender) ([]struct{ Name, Description string }, *dbus.Error) {
+	c, _, cancel, err := m.d.begin(sender)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	ps, perr := profile.LoadAll(m.d.cfg.ProfileDir)
+	if perr != nil {
+		m.d.log.Warn("profiles that do not parse", "err", perr)
+	}
+	out := []struct{ Name, Description string }{}
+	for _, p := range ps {
+		if p.Allows(c.UID, c.GIDs) {
+			out = append(out, struct{ Name, Description string }{p.Name, p.Description})
+		}
+	}
+	return out, nil
+}
+
+// sandboxEntry is one entry of ListSandboxes, (susso).
+type sandboxEntry struct {
+	ID      string
+	Owner   uint32
+	Profile string
+	State   string
+	Path    dbus.ObjectPath
+}
+
+// ListSandboxes lists the caller's sandboxes, and everyone's with
+// manage-other (asked without interaction).
+func (m manager) ListSandboxes(sender dbus.Sender) ([]sandboxEntry, *dbus.Error) {
+	c, ctx, cancel, err := m.d.begin(sender)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	m.d.mu.Lock()
+	boxes := make([]*box, 0, len(m.d.boxes))
+	for _, b := range m.d.boxes {
+		boxes = append(boxes, b)
+	}
+	m.d.mu.Unlock()
+	slices.SortFunc(boxes, func(a, b *box) int { return a.created.Compare(b.created) })
+	others := -1 // unknown until asked
+	out := []sandboxEntry{}
+	for _, b := range boxes {
+		if b.owner != c.UID {
+			if others < 0 {
+				others = 0
+				if m.d.authz.allowed(ctx, c, ActionManageOther, nil) {
+					others = 1
+				}
+			}
+			if others == 0 {
+				continue
+			}
+		}
+		state, _ := b.props.GetMust(SandboxInterface, "State").(string)
+		out = append(out, sandboxEntry{b.id, b.owner, b.profile, state, b.path})
+	}
+	return out, nil
+}
+
+// GetSandbox returns the object of a sandbox the caller may see.
+func (m manager) GetSandbox(sender dbus.Sender, id string) (dbus.ObjectPath, *dbus.Error) {
+	c, ctx, cancel, err := m.d.begin(sender)
+	if err != nil {
+		return "", err
+	}
+	defer cancel()
+	m.d.mu.Lock()
+	b := m.d.boxes[id]
+	m.d.mu.Unlock()
+	if b == nil {
+		return "", noSuchSandbox(id)
+	}
+	if err := b.visible(ctx, c); err != nil {
+		return "", err
+	}
+	return b.path, nil
+}
+
+// CreateSandbox creates a sandbox from a profile and starts argv in it.
+func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []string, spec map[string]dbus.Variant,
+	fds map[string]dbus.Variant, opts map[string]dbus.Variant) (string, dbus.ObjectPath, *dbus.Error) {
+	d := m.d
+	// The fds are sodad's from here: closed on every path but the one
+	// that hands them to the sandbox. (fds is a{sv}, each value an h:
+	// godbus 5.1 and 5.2 cannot decode an a{sh} holding fds.)
+	files := map[string]*os.File{}
+	var owned []*os.File
+	var badFd string
+	for _, k := range sortedKeys(fds) {
+		fd, ok := fds[k].Value().(dbus.UnixFD)
+		if !ok {
+			if badFd == "" {
+				badFd = fmt.Sprintf("fd %s: want a variant of type h (a Unix fd), got %s", k, fds[k].Signature())
+			}
+			continue
+		}
+		f := os.NewFile(uintptr(fd), "fd "+k)
+		if f == nil {
+			continue
+		}
+		unix.CloseOnExec(int(fd))
+		files[k] = f
+		owned = append(owned, f)
+	}
+	handed := false
+	defer func() {
+		if !handed {
+			for _, f := range owned {
+				f.Close()
+			}
+		}
+	}()
+
+	c, ctx, cancel, err := d.begin(sender)
+	if err != nil {
+		return "", "", err
+	}
+	defer cancel()
+	if badFd != "" {
+		return "", "", dbusErr(ErrInvalidFd, badFd)
+	}
+	o, err := decodeOptions(opts)
+	if err != nil {
+		return "", "", err
+	}
+	if err := decodeArgv(argv); err != nil {
+		return "", "", err
+	}
+	req, err := decodeSpec(spec)
+	if err != nil {
+		return "", "", err
+	}
+	st, err := checkFds(files, req.TTY)
+	if err != nil {
+		return "", "", err
+	}
+	d.mu.Lock()
+	draining := d.draining
+	d.mu.Unlock()
+	if draining {
+		return "", "", dbusErr(ErrDraining, "sodad is stopping: no new sandboxes")
+	}
+
+	p, perr := profile.Load(d.cfg.ProfileDir, profileName)
+	if perr != nil {
+		d.log.Warn("CreateSandbox: profile", "profile", profileName, "caller_uid", c.UID, "err", perr)
+		msg := fmt.Sprintf("no profile %q", profileName)
+		if c.UID == 0 {
+			msg += ": " + perr.Error()
+		}
+		return "", "", dbusErr(ErrNoSuchProfile, msg)
+	}
+	eff, action, details, err := decideCreate(p, c, req.Request)
+	if err != nil {
+		return "", "", err
+	}
+	refused, refusedMsg := "", ""
+	if action == ActionBeyondProfile && details["excess"] != "" {
+		refused, refusedMsg = ErrExceedsProfile, details["excess"]+"; polkit refused "+ActionBeyondProfile
+	}
+	if err := d.authz.check(ctx, c, action, details, o.Interactive, refused, refusedMsg); err != nil {
+		return "", "", err
+	}
+	if err := callerMayAccess(c, eff.ReadWrite, true); err != nil {
+		return "", "", err
+	}
+	if err := callerMayAccess(c, eff.ReadOnly, false); err != nil {
+		return "", "", err
+	}
+
+	id := newID(p.Name)
+	b := &box{d: d, id: id, path: SandboxPath(id), owner: c.UID, profile: p.Name, unit: "soda-sandbox-" + id + ".scope",
+		created: time.Now(), argv: slices.Clone(argv), audit: newAuditRing(auditKeep),
+		alog: auditsink.NewLog(d.journal.With("owner_uid", c.UID)), noNetwork: eff.NoNetwork,
+		mcp: slices.Clone(eff.MCP)}
+	for _, g := range eff.Allow {
+		if g.Private {
+			b.allowPrivate = append(b.allowPrivate, g)
+		} else {
+			b.allow = append(b.allow, g)
+		}
+	}
+	// Limits and admission, under the lock.
+	d.mu.Lock()
+	total, mine := 0, 0
+	for _, x := range d.boxes {
+		if !x.ended() {
+			total++
+			if x.owner == c.UID {
+				mine++
+			}
+		}
+	}
+	if total >= d.cfg.MaxSandboxes || mine >= d.cfg.MaxPerUser {
+		d.mu.Unlock()
+		return "", "", dbusErr(ErrTooManySandboxes, fmt.Sprintf("%d sandboxes run (%d of uid %d); at most %d, %d per user", total, mine, c.UID, d.cfg.MaxSandboxes, d.cfg.MaxPerUser))
+	}
+	d.boxes[id] = b
+	d.mu.Unlock()
+	fail := func(e *dbus.Error) (string, dbus.ObjectPath, *dbus.Error) {
+		d.mu.Lock()
+		delete(d.boxes, id)
+		d.mu.Unlock()
+		if b.props != nil {
+			b.unexport(d.conn)
+		}
+		if b.home != nil {
+			_ = b.home.Remove()
+		}
+		_ = d.store.Remove(id)
+		return "", "", e
+	}
+
+	sspec, err := d.buildSpec(b, eff, req, st)
+	if err != nil {
+		return fail(err)
+	}
+	limits := map[string]uint64{"MemoryMax": uint64(eff.Limits.MemoryMax), "TasksMax": uint64(eff.Limits.TasksMax),
+		"CPUQuotaPercent": eff.Limits.CPUPercent, "TimeoutUSec": uint64(eff.Limits.Timeout / time.Microsecond),
+		"TmpSize": uint64(eff.Limits.TmpSize), "HomeSize": uint64(eff.Limits.HomeSize)}
+	if e := b.export(d.conn, b.propMap(eff, limits)); e != nil {
+		return fail(dbusErr(ErrFailed, e.Error()))
+	}
+	if e := d.store.Write(b.record()); e != nil {
+		return fail(dbusErr(ErrFailed, e.Error()))
+	}
+	d.journal.Info("sandbox create", "sandbox", id, "owner_uid", c.UID, "profile", p.Name, "unit", b.unit, "action", action, "argv", strings.Join(argv, " "))
+	sb, e := d.engine.Start(d.run, sspec)
+	if e != nil {
+		d.journal.Warn("sandbox did not start", "sandbox", id, "owner_uid", c.UID, "err", e)
+		var ce *sandbox.CommandError
+		if errors.As(e, &ce) {
+			return fail(dbusErr(ErrFailed, fmt.Sprintf("start %s (exit status %d): %v", argv[0], ce.Code, e)))
+		}
+		return fail(dbusErr(ErrFailed, fmt.Sprintf("start the sandbox: %v", e)))
+	}
+	handed = true
+	b.mu.Lock()
+	b.files = owned
+	b.sb = sb
+	b.mu.Unlock()
+	d.live.Add(1)
+	b.props.SetMust(SandboxInterface, "State", "running")
+	_ = d.conn.Emit(ManagerPath, ManagerInterface+".SandboxNew", id, b.path)
+	go b.wait()
+	return id, b.path, nil
+}
+
+// decideCreate narrows the request to the profile and says which polkit
+// action creating it needs, with the details for polkit's rules: create
+// within a profile that lists the caller, beyond-profile for more than it
+// allows or a profile that does not list the caller.
+func decideCreate(p *profile.Profile, c caller, req profile.Request) (profile.Request, string, map[string]string, *dbus.Error) {
+	details := map[string]string{"profile": p.Name}
+	eff, err := p.Narrow(req)
+	action := ActionCreate
+	var ee *profile.ExceedsError
+	switch {
+	case errors.As(err, &ee):
+		action = ActionBeyondProfile
+		var ex []string
+		for _, x := range ee.Excesses {
+			ex = append(ex, x.Message)
+		}
+		details["excess"] = strings.Join(ex, "; ")
+	case err != nil:
+		return profile.Request{}, "", nil, dbusErr(ErrInvalidSpec, err.Error())
+	}
+	if !p.Allows(c.UID, c.GIDs) {
+		action = ActionBeyondProfile
+		if details["excess"] == "" {
+			details["excess"] = fmt.Sprintf("profile %s does not list uid %d", p.Name, c.UID)
+		}
+	}
+	return eff, action, details, nil
+}
+
+// withinProfile says whether granting g (or MCP server mcp) stays within
+// the profile, and if not, why.
+func (d *Daemon) withinProfile(name string, g egress.Grant, mcp string) (bool, string) {
+	p, err := profile.Load(d.cfg.ProfileDir, name)
+	if err != nil {
+		return false, fmt.Sprintf("profile %s: %v", name, err)
+	}
+	req := profile.Request{MCP: []string{}, Allow: []egress.Grant{}}
+	if mcp != "" {
+		req.MCP = []string{mcp}
+	} else {
+		req.Allow = []egress.Grant{g}
+	}
+	_, err = p.Narrow(req)
+	if err == nil {
+		return true, ""
+	}
+	return false, err.Error()
+}
+
+// buildSpec is the engine's spec: the effective request, the sandbox's
+// home with the agents' MCP configuration, the streams.
+func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams) (sandbox.Spec, *dbus.Error) {
+	spec := sandbox.Spec{ID: b.id, Argv: b.argv, Env: req.Env, Dir: req.Dir, ReadOnly: eff.ReadOnly, ReadWrite: eff.ReadWrite,
+		NoNetwork: eff.NoNetwork, Timeout: eff.Limits.Timeout, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, TTY: st.TTY,
+		Limits: sandbox.Limits{MemoryMax: eff.Limits.MemoryMax, TasksMax: eff.Limits.TasksMax, CPUPercent: eff.Limits.CPUPercent,
+			TmpSize: eff.Limits.TmpSize, HomeSize: eff.Limits.HomeSize}}
+	spec.Egress.Allow = eff.Allow
+	r := mcpgrant.Resolver{ConfigDir: d.cfg.MCPConfigDir, RuntimeDirs: runstate.SearchDirs()}
+	var servers []mcpgrant.Grant
+	for _, name := range eff.MCP {
+		g, err := r.Grant(name, sandbox.DefaultProxyPort, "")
+		if err != nil {
+			return spec, dbusErr(ErrInvalidSpec, fmt.Sprintf("MCP %s: %v", name, err))
+		}
+		servers = append(servers, g)
+	}
+	spec.Egress.MCPPorts = mcpgrant.Ports(servers)
+	h, err := d.homes.New()
+	if err != nil {
+		return spec, dbusErr(ErrFailed, fmt.Sprintf("sandbox home: %v", err))
+	}
+	b.home = h
+	agent, err := agentconf.Write(h.Path(), sandbox.SandboxHome, b.argv, servers)
+	if err != nil {
+		return spec, dbusErr(ErrFailed, fmt.Sprintf("write the agents' MCP configuration: %v", err))
+	}
+	spec.Argv, spec.TrustedEnv, spec.Home = agent.Argv, agent.Env, h.Path()
+	return spec, nil
+}
+
+// callerMayAccess checks that the caller may itself use each directory
+// (sodad runs as root, the sandbox gets its owner's access through an
+// idmapped mount): search on every component, and read (and write for
+// read-write grants) on the directory, by its mode bits.
+func callerMayAccess(c caller, dirs []string, write bool) *dbus.Error {
+	if c.UID == 0 {
+		return nil
+	}
+	key := "ReadOnlyPaths"
+	if write {
+		key = "ReadWritePaths"
+	}
+	for _, dir := range dirs {
+		p := "/"
+		comps := strings.Split(strings.TrimPrefix(filepath.Clean(dir), "/"), "/")
+		for i, comp := range comps {
+			if comp != "" {
+				p = filepath.Join(p, comp)
+			}
+			var need uint32 = 1 // search
+			if i == len(comps)-1 {
+				need |= 4
+				if write {
+					need |= 2
+				}
+			}
+			var s unix.Stat_t
+			if err := unix.Stat(p, &s); err != nil {
+				return dbusErr(ErrInvalidSpec, fmt.Sprintf("%s %s: %v", key, dir, err))
+			}
+			if !modeAllows(s, c, need) {
+				return dbusErr(ErrInvalidSpec, fmt.Sprintf("%s %s: uid %d may not access %s", key, dir, c.UID, p))
+			}
+		}
+	}
+	return nil
+}
+
+// modeAllows is the permission check of the mode bits (no ACLs).
+func modeAllows(s unix.Stat_t, c caller, need uint32) bool {
+	mode := s.Mode & 0o777
+	switch {
+	case s.Uid == c.UID:
+		return (mode>>6)&need == need
+	case slices.Contains(c.GIDs, s.Gid):
+		return (mode>>3)&need == need
+	}
+	return mode&need == need
+}
+
+// stopUnit stops a unit through systemd and waits for the job.
+func stopUnit(ctx context.Context, unit string) error {
+	conn, err := sdbus.NewSystemConnectionContext(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to systemd: %w", err)
+	}
+	defer conn.Close()
+	ch := make(chan string, 1)
+	if _, err := conn.StopUnitContext(ctx, unit, "replace", ch); err != nil {
+		return fmt.Errorf("stop %s: %w", unit, err)
+	}
+	select {
+	case r := <-ch:
+		if r != "done" {
+			return fmt.Errorf("stop %s: job %s", unit, r)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}

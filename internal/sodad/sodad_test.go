@@ -1,0 +1,432 @@
+package sodad
+
+import (
+	"context"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/godbus/dbus/v5/introspect"
+	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/polkit"
+	"github.com/soda-project/soda/internal/profile"
+	"github.com/soda-project/soda/internal/sandbox"
+)
+
+func TestSandboxPath(t *testing.T) {
+	for _, tc := range []struct{ id, want string }{
+		{"dev-7f3a", SandboxPathPrefix + "/dev_2d7f3a"},
+		{"3e1c-90", SandboxPathPrefix + "/_33e1c_2d90"},
+		{"abc", SandboxPathPrefix + "/abc"},
+	} {
+		if got := string(SandboxPath(tc.id)); got != tc.want {
+			t.Errorf("SandboxPath(%q) = %s, want %s", tc.id, got, tc.want)
+		}
+		if !dbus.ObjectPath(SandboxPath(tc.id)).IsValid() {
+			t.Errorf("SandboxPath(%q) is not a valid object path", tc.id)
+		}
+	}
+}
+
+func v(x any) dbus.Variant { return dbus.MakeVariant(x) }
+
+func TestDecodeSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spec    map[string]dbus.Variant
+		errName string
+		errHas  string
+		check   func(t *testing.T, r request)
+	}{
+		{name: "empty takes the profile", spec: nil, check: func(t *testing.T, r request) {
+			if r.MCP != nil || r.Allow != nil {
+				t.Errorf("MCP %v Allow %v: want nil (the profile's)", r.MCP, r.Allow)
+			}
+		}},
+		{name: "limits and grants", spec: map[string]dbus.Variant{"MemoryMax": v(uint64(1 << 30)), "Allow": v([]string{"api.github.com:443"}),
+			"AllowPrivate": v([]string{"gitlab.internal:443"}), "MCP": v([]string{}), "TimeoutUSec": v(uint64(2_000_000)), "TTY": v(true)},
+			check: func(t *testing.T, r request) {
+				if r.Limits.MemoryMax != 1<<30 || r.Limits.Timeout != 2*time.Second || !r.TTY {
+					t.Errorf("limits %+v tty %v", r.Limits, r.TTY)
+				}
+				if len(r.Allow) != 2 || !r.Allow[1].Private && !r.Allow[0].Private {
+					t.Errorf("Allow %+v: want one public and one private grant", r.Allow)
+				}
+				if r.MCP == nil || len(r.MCP) != 0 {
+					t.Errorf("MCP %v: want empty, not nil (none)", r.MCP)
+				}
+			}},
+		{name: "identity claim", spec: map[string]dbus.Variant{"owner": v(uint32(0))}, errName: ErrInvalidArgs, errHas: `"owner"`},
+		{name: "uid claim", spec: map[string]dbus.Variant{"uid": v(uint32(0))}, errName: ErrInvalidArgs, errHas: "from the bus"},
+		{name: "unknown key", spec: map[string]dbus.Variant{"MemoryMx": v(uint64(1))}, errName: ErrInvalidSpec, errHas: "MemoryMx"},
+		{name: "wrong type", spec: map[string]dbus.Variant{"MemoryMax": v("4G")}, errName: ErrInvalidSpec, errHas: "MemoryMax: want type t"},
+		{name: "oversize", spec: map[string]dbus.Variant{"MemoryMax": v(uint64(1 << 63))}, errName: ErrInvalidSpec, errHas: "MemoryMax"},
+		{name: "too many", spec: map[string]dbus.Variant{"Allow": v(make([]string, maxListItems+1))}, errName: ErrInvalidSpec, errHas: "Allow"},
+		{name: "bad target", spec: map[string]dbus.Variant{"Allow": v([]string{"no-port"})}, errName: ErrInvalidTarget, errHas: "no-port"},
+		{name: "bad env", spec: map[string]dbus.Variant{"Environment": v([]string{"NOEQUALS"})}, errName: ErrInvalidSpec, errHas: "Environment"},
+		{name: "no network with grants", spec: map[string]dbus.Variant{"NoNetwork": v(true), "Allow": v([]string{"a.b:1"})}, errName: ErrInvalidSpec, errHas: "NoNetwork"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := decodeSpec(tc.spec)
+			if tc.errName != "" {
+				if err == nil || err.Name != tc.errName || !strings.Contains(err.Error(), tc.errHas) {
+					t.Fatalf("err = %v, want %s naming %q", err, tc.errName, tc.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, r)
+		})
+	}
+}
+
+func TestDecodeOptionsAndArgv(t *testing.T) {
+	if o, err := decodeOptions(map[string]dbus.Variant{"interactive": v(true)}); err != nil || !o.Interactive {
+		t.Errorf("interactive: %+v %v", o, err)
+	}
+	if _, err := decodeOptions(map[string]dbus.Variant{"interactve": v(true)}); err == nil || err.Name != ErrInvalidArgs || !strings.Contains(err.Error(), "interactve") {
+		t.Errorf("typo: %v", err)
+	}
+	if _, err := decodeOptions(map[string]dbus.Variant{"private": v(true)}); err == nil {
+		t.Errorf("private on a method without it: accepted")
+	}
+	if o, err := decodeOptions(map[string]dbus.Variant{"private": v(true)}, "private"); err != nil || !o.Private {
+		t.Errorf("private: %+v %v", o, err)
+	}
+	if err := decodeArgv(nil); err == nil {
+		t.Errorf("empty argv accepted")
+	}
+	if err := decodeArgv(make([]string, maxArgs+1)); err == nil || err.Name != ErrInvalidSpec {
+		t.Errorf("oversize argv: %v", err)
+	}
+}
+
+func TestCheckFds(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	dir, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	for _, tc := range []struct {
+		name   string
+		fds    map[string]*os.File
+		tty    bool
+		errHas string
+	}{
+		{"pipes", map[string]*os.File{"stdin": r, "stdout": w, "stderr": w}, false, ""},
+		{"none", nil, false, ""},
+		{"stdout read end", map[string]*os.File{"stdout": r}, false, "fd stdout: not open for writing"},
+		{"stdin write end", map[string]*os.File{"stdin": w}, false, "fd stdin: not open for reading"},
+		{"directory", map[string]*os.File{"stdin": dir}, false, "fd stdin: a directory"},
+		{"pipe as tty", map[string]*os.File{"tty": r}, true, "fd tty: not a terminal"},
+		{"unknown key", map[string]*os.File{"stdnull": r}, false, "fd stdnull: unknown key"},
+		{"TTY without tty", map[string]*os.File{"stdin": r}, true, "fd tty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := checkFds(tc.fds, tc.tty)
+			if tc.errHas == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || err.Name != ErrInvalidFd || !strings.Contains(err.Error(), tc.errHas) {
+				t.Fatalf("err = %v, want InvalidFd %q", err, tc.errHas)
+			}
+		})
+	}
+}
+
+func TestStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenStore(dir); err == nil || !strings.Contains(err.Error(), "held by another sodad") {
+		t.Fatalf("second OpenStore: %v, want the lock refused", err)
+	}
+	rec := Record{ID: "dev-1", OwnerUID: 1000, Profile: "dev", Unit: "soda-sandbox-dev-1.scope", Allow: []string{"a.b:443"}, Created: time.Unix(5, 0).UTC()}
+	if err := s.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(Record{ID: "../x"}); err == nil {
+		t.Errorf("record with an invalid id written")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sandboxes", "broken.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recs, errs := s.List()
+	if len(recs) != 1 || recs[0].ID != "dev-1" || recs[0].OwnerUID != 1000 || recs[0].Allow[0] != "a.b:443" {
+		t.Errorf("List = %+v", recs)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "broken.json") {
+		t.Errorf("List errors = %v, want broken.json named", errs)
+	}
+	if err := s.Remove("dev-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("dev-1"); err != nil {
+		t.Errorf("removing a removed record: %v", err)
+	}
+	s.Close()
+	s2, err := OpenStore(dir)
+	if err != nil {
+		t.Fatalf("OpenStore after Close: %v", err)
+	}
+	s2.Close()
+}
+
+func TestAuditRing(t *testing.T) {
+	a := newAuditRing(3)
+	if recs, next := a.read(0, 10); len(recs) != 0 || next != 0 {
+		t.Errorf("empty: %v %d", recs, next)
+	}
+	for i := uint64(1); i <= 5; i++ {
+		a.add(sandbox.Record{Seq: i, Event: "egress"})
+	}
+	recs, next := a.read(0, 2)
+	if len(recs) != 2 || !strings.Contains(recs[0], `"seq":3`) || next != 5 {
+		t.Errorf("read(0,2) = %v, %d; want seq 3,4 and next 5", recs, next)
+	}
+	recs, next = a.read(next, 10)
+	if len(recs) != 1 || !strings.Contains(recs[0], `"seq":5`) || next != 6 {
+		t.Errorf("read(5) = %v, %d", recs, next)
+	}
+	if recs, n := a.read(next, 10); len(recs) != 0 || n != 6 {
+		t.Errorf("read at the end = %v, %d", recs, n)
+	}
+	// Bounded in bytes too: large records push old ones out.
+	b := newAuditRing(1 << 20)
+	big := strings.Repeat("x", 64<<10)
+	for i := uint64(1); i <= 100; i++ {
+		b.add(sandbox.Record{Seq: i, Event: "egress", Detail: big})
+	}
+	if b.bytes > auditKeepBytes || len(b.recs) == 0 || b.recs[len(b.recs)-1].seq != 100 {
+		t.Errorf("kept %d records, %d bytes (cap %d); last seq %d", len(b.recs), b.bytes, auditKeepBytes, b.recs[len(b.recs)-1].seq)
+	}
+}
+
+// fakeAuth is a polkit stand-in: the answers per uid-less sender and
+// action, and the checks asked.
+type fakeAuth struct {
+	answers map[string]polkit.Result // by Sender+" "+Action
+	asked   []string
+}
+
+func (f *fakeAuth) CheckAuthorization(_ context.Context, c polkit.Check) (polkit.Result, error) {
+	f.asked = append(f.asked, c.Sender+" "+c.Action)
+	return f.answers[c.Sender+" "+c.Action], nil
+}
+
+func TestAuthorization(t *testing.T) {
+	alice := caller{Sender: ":1.10", UID: 1000}
+	bob := caller{Sender: ":1.11", UID: 1001}
+	root := caller{Sender: ":1.1", UID: 0}
+	yes := polkit.Result{Authorized: true}
+	ask := polkit.Result{Challenge: true}
+	f := &fakeAuth{answers: map[string]polkit.Result{
+		":1.1 " + ActionManageOther: yes, ":1.1 " + ActionGrant: yes,
+		":1.11 " + ActionManageOther: ask, ":1.10 " + ActionGrant: yes,
+	}}
+	a := authz{auth: f}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		c           caller
+		action      string
+		interactive bool
+		wantErr     string
+		wantAsked   []string
+	}{
+		{"owner kills own", alice, "", false, "", nil},
+		{"other user kill", bob, "", false, ErrInteractiveAuth, []string{":1.11 " + ActionManageOther}},
+		{"other user interactive, refused", bob, "", true, ErrAccessDenied, []string{":1.11 " + ActionManageOther}},
+		{"root manages other", root, "", false, "", []string{":1.1 " + ActionManageOther}},
+		{"owner grants", alice, ActionGrant, false, "", []string{":1.10 " + ActionGrant}},
+		{"root grants on another's", root, ActionGrant, false, "", []string{":1.1 " + ActionManageOther, ":1.1 " + ActionGrant}},
+		{"owner beyond the profile", alice, ActionBeyondProfile, false, ErrExceedsProfile, []string{":1.10 " + ActionBeyondProfile}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.asked = nil
+			err := a.owned(ctx, tc.c, alice.UID, tc.action, nil, tc.interactive, ErrExceedsProfile, "beyond")
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Name != tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if strings.Join(f.asked, ",") != strings.Join(tc.wantAsked, ",") {
+				t.Errorf("asked %v, want %v", f.asked, tc.wantAsked)
+			}
+		})
+	}
+}
+
+func TestDecideCreate(t *testing.T) {
+	p, err := profile.Parse("dev.conf", "dev", []byte("[Profile]\nUsers=1000\n[Grants]\nAllow=api.github.com:443\n[Limits]\nMemoryMax=2G\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := caller{UID: 1000}
+	for _, tc := range []struct {
+		name       string
+		c          caller
+		req        profile.Request
+		wantAction string
+		excessHas  string
+	}{
+		{"within", alice, profile.Request{}, ActionCreate, ""},
+		{"memory beyond", alice, profile.Request{Limits: profile.Limits{MemoryMax: 8 << 30}}, ActionBeyondProfile, "MemoryMax"},
+		{"not listed", caller{UID: 1001}, profile.Request{}, ActionBeyondProfile, "does not list uid 1001"},
+		// Root gets no exception from the profile: polkit decides.
+		{"root not listed", caller{UID: 0}, profile.Request{}, ActionBeyondProfile, "uid 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eff, action, details, err := decideCreate(p, tc.c, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if action != tc.wantAction || !strings.Contains(details["excess"], tc.excessHas) || details["profile"] != "dev" {
+				t.Errorf("action %s details %v, want %s with excess %q", action, details, tc.wantAction, tc.excessHas)
+			}
+			if action == ActionCreate && eff.Limits.MemoryMax != 2<<30 {
+				t.Errorf("effective MemoryMax %d, want the ceiling", eff.Limits.MemoryMax)
+			}
+		})
+	}
+	if _, _, _, err := decideCreate(p, alice, profile.Request{Limits: profile.Limits{MemoryMax: -1}}); err == nil || err.Name != ErrInvalidSpec {
+		t.Errorf("negative limit: %v, want InvalidSpec", err)
+	}
+}
+
+func TestNewID(t *testing.T) {
+	for _, name := range []string{"dev", "a_b.c", strings.Repeat("x", 100), ""} {
+		id := newID(name)
+		if !validID(id) {
+			t.Errorf("newID(%q) = %q: not a valid sandbox id", name, id)
+		}
+	}
+}
+
+func TestIntrospectionParses(t *testing.T) {
+	for _, x := range []string{node(managerXML, []string{"sandbox"}), node(sandboxXML, nil), node("", []string{"a"})} {
+		var n introspect.Node
+		if err := xml.Unmarshal([]byte(x), &n); err != nil {
+			t.Errorf("introspection does not parse: %v\n%s", err, x)
+		}
+	}
+}
+
+func TestCloseStrayFds(t *testing.T) {
+	open := func() (int, func() bool) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		fd := int(w.Fd())
+		// Detach the fd from w (as godbus holds a bare number).
+		nfd, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		return nfd, func() bool { _, err := unix.FcntlInt(uintptr(nfd), unix.F_GETFD, 0); return err == nil }
+	}
+	call := func(path dbus.ObjectPath, iface, member string, body ...any) *dbus.Message {
+		return &dbus.Message{Type: dbus.TypeMethodCall, Headers: map[dbus.HeaderField]dbus.Variant{
+			dbus.FieldPath: dbus.MakeVariant(path), dbus.FieldInterface: dbus.MakeVariant(iface), dbus.FieldMember: dbus.MakeVariant(member),
+		}, Body: body}
+	}
+	// A stray fd in Kill's options is closed.
+	fd, isOpen := open()
+	closeStrayFds(call(SandboxPath("a"), SandboxInterface, "Kill", int32(9), map[string]dbus.Variant{"x": dbus.MakeVariant(dbus.UnixFD(fd))}))
+	if isOpen() {
+		t.Errorf("an fd in Kill's options stayed open")
+	}
+	// CreateSandbox keeps its fds, not one hidden in spec.
+	keep, keepOpen := open()
+	stray, strayOpen := open()
+	closeStrayFds(call(ManagerPath, ManagerInterface, "CreateSandbox", "dev", []string{"true"},
+		map[string]dbus.Variant{"MemoryMax": dbus.MakeVariant(dbus.UnixFD(stray))},
+		map[string]dbus.Variant{"stdin": dbus.MakeVariant(dbus.UnixFD(keep))}, map[string]dbus.Variant{}))
+	if !keepOpen() {
+		t.Errorf("CreateSandbox's fds argument was closed")
+	}
+	if strayOpen() {
+		t.Errorf("an fd hidden in CreateSandbox's spec stayed open")
+	}
+	unix.Close(keep)
+}
+
+func TestCallerMayAccess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown the test directories")
+	}
+	// Below /tmp itself: t.TempDir's parent is closed to other users.
+	base, err := os.MkdirTemp("", "sodad-access-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, uid, gid int, mode os.FileMode) string {
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	own := mk("own", 1000, 1000, 0o700)
+	group := mk("group", 0, 2000, 0o770)
+	other := mk("other", 0, 0, 0o755)
+	closed := mk("closed", 0, 0, 0o700)
+	inner := filepath.Join(closed, "inner")
+	if err := os.Mkdir(inner, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	alice := caller{UID: 1000, GIDs: []uint32{1000}}
+	member := caller{UID: 1001, GIDs: []uint32{2000}}
+	for _, tc := range []struct {
+		name  string
+		c     caller
+		dir   string
+		write bool
+		ok    bool
+	}{
+		{"owner rw", alice, own, true, true},
+		{"other user on a 0700 dir", member, own, false, false},
+		{"group member rw", member, group, true, true},
+		{"non-member on a 0770 dir", alice, group, false, false},
+		{"everyone may read 0755", alice, other, false, true},
+		{"nobody but root writes 0755", alice, other, true, false},
+		{"a 0777 dir below a closed one", alice, inner, true, false},
+		{"root", caller{UID: 0}, inner, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := callerMayAccess(tc.c, []string{tc.dir}, tc.write)
+			if tc.ok && err != nil || !tc.ok && (err == nil || err.Name != ErrInvalidSpec) {
+				t.Errorf("callerMayAccess(uid %d, %s, write=%v) = %v, want ok=%v", tc.c.UID, tc.dir, tc.write, err, tc.ok)
+			}
+		})
+	}
+}

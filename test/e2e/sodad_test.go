@@ -1,0 +1,489 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSodad drives sodad as installed on a host, in a systemd box: the unit,
+// the bus activation file, the bus policy, the polkit actions, the example
+// rules and a profile "dev" that lists alice and bob. An unprivileged user
+// creates sandboxes through the bus (test/sodadcall passes its stdio as
+// Unix fds) and gets their exit status; an identity claimed in the spec is
+// refused; a request beyond the profile is refused until a rule allows it;
+// bob can neither see nor kill alice's sandbox, root can; kill -9 of sodad
+// with 5 live sandboxes leaves no sandbox process, and the restarted sodad
+// ends and removes their records. It measures create→exit through sodad
+// against a direct sodactl run -- true, and polkit's check.
+func TestSodad(t *testing.T) {
+	if os.Getenv("SODA_E2E") != "1" {
+		t.Skip("the sodad test runs with SODA_E2E=1 (make test-e2e): it boots a systemd box")
+	}
+	if os.Geteuid() != 0 {
+		t.Skipf("needs root and test/box/sdbox check: not running as root (uid %d)", os.Geteuid())
+	}
+	repo := repoRoot(t)
+	sdbox := filepath.Join(repo, "test", "box", "sdbox")
+	mode := "hybrid"
+	if out, err := exec.Command(sdbox, "check", "--cgroup", mode).CombinedOutput(); err != nil {
+		t.Logf("no --cgroup hybrid on this host, using v2:\n%s", out)
+		mode = "v2"
+	}
+	if out, err := exec.Command(sdbox, "check", "--cgroup", mode).CombinedOutput(); err != nil {
+		t.Skipf("needs test/box/sdbox check: %s", strings.TrimSpace(string(out)))
+	}
+
+	// ---- what goes into the box.
+	art := t.TempDir()
+	for _, p := range []string{"sodad", "soda-sandbox-init", "sodactl"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./cmd/"+p)
+		build.Dir = repo
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", p, err, out)
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(art, "sodadcall"), "./test/sodadcall")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build test/sodadcall: %v\n%s", err, out)
+	}
+	for _, f := range []string{"polkit/io.github.soda_project.soda1.policy", "polkit/50-soda-example.rules",
+		"packaging/dbus/io.github.soda_project.Soda1.conf", "packaging/dbus/io.github.soda_project.Soda1.service", "units/sodad.service", "units/soda.slice"} {
+		copyFile(t, filepath.Join(repo, f), filepath.Join(art, filepath.Base(f)))
+	}
+	if err := os.Chmod(art, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	cleanStaleBoxes(t, sdbox)
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("soda-e2e-box.%d", os.Getpid()))
+	b := &box{sdbox: sdbox, dir: dir}
+	down := func() {
+		if out, err := exec.Command(sdbox, "down", dir).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: sdbox down: %v\n%s", err, out)
+		}
+	}
+	stop := onSignal(down)
+	t.Cleanup(func() { stop(); down() })
+	if out, err := exec.Command(sdbox, "up", "--cgroup", mode, "--bind-ro", art, "--timeout", "60", dir).CombinedOutput(); err != nil {
+		t.Fatalf("sdbox up: %v\n%s", err, out)
+	}
+	b.onFailJournal(t)
+
+	// ---- install as the package does (nfpm.yaml), plus a profile and users.
+	must(t, b.sh(fmt.Sprintf(`set -e
+A=%[1]s
+install -m 0755 $A/sodad /usr/bin/sodad
+install -m 0755 $A/sodactl /usr/bin/sodactl
+install -D -m 0755 $A/soda-sandbox-init /usr/libexec/soda/soda-sandbox-init
+install -m 0644 $A/sodad.service $A/soda.slice /usr/lib/systemd/system/
+install -m 0644 $A/io.github.soda_project.soda1.policy /usr/share/polkit-1/actions/
+install -m 0644 $A/io.github.soda_project.Soda1.conf /usr/share/dbus-1/system.d/
+install -D -m 0644 $A/io.github.soda_project.Soda1.service /usr/share/dbus-1/system-services/io.github.soda_project.Soda1.service
+install -D -m 0644 $A/50-soda-example.rules /etc/polkit-1/rules.d/50-soda.rules
+mkdir -p /etc/systemd/system/sodad.service.d
+printf '[Service]\nWatchdogSec=3s\nExecStart=\nExecStart=/usr/bin/sodad --idle-exit 5m --verbose --linger 10m\n' > /etc/systemd/system/sodad.service.d/test.conf
+systemctl daemon-reload
+busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig
+systemctl restart polkit.service
+groupadd -r soda-users
+useradd -M -U -G soda-users -s /bin/sh alice
+useradd -M -U -G soda-users -s /bin/sh bob
+mkdir -p /etc/soda/sandbox
+printf '[Profile]\nDescription=e2e\nUsers=alice bob\n[Grants]\nAllow=example.com:443\nAllowPrivate=127.0.0.1:18999\n[Limits]\nMemoryMax=1G\nTasksMax=256\n' > /etc/soda/sandbox/dev.conf
+printf '[Profile]\nDescription=with an MCP server\nUsers=alice\n[Grants]\nMCP=echo\n' > /etc/soda/sandbox/mcp.conf
+mkdir -p /etc/soda/mcp
+printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=none\n' > /etc/soda/mcp/echo.conf
+`, art)))
+	if out := b.run("systemd-analyze", "security", "sodad.service", "--no-pager"); out.err == nil || out.stdout != "" {
+		t.Logf("systemd-analyze security sodad.service (last line): %s", lastLine(out.stdout))
+	}
+
+	as := func(user string, args ...string) result {
+		if user == "" {
+			return b.exec(runOpts{timeout: 90 * time.Second}, args...)
+		}
+		return b.exec(runOpts{timeout: 90 * time.Second}, append([]string{"setpriv", "--reuid=" + user, "--regid=" + user, "--init-groups"}, args...)...)
+	}
+	call := filepath.Join(art, "sodadcall")
+
+	// 1. An unprivileged user, no session: bus activation starts sodad; the
+	// exit status comes back; stdout is the caller's.
+	r := as("alice", call, "--", "true")
+	if r.err != nil {
+		t.Fatalf("alice: sodadcall -- true:\n%s\nsodad: %s", r, b.run("systemctl", "status", "sodad", "--no-pager").stdout)
+	}
+	if st := strings.TrimSpace(b.run("systemctl", "is-active", "sodad").stdout); st != "active" {
+		t.Errorf("sodad after the first call: %s, want active (bus activation)", st)
+	}
+	if r := as("alice", call, "--", "sh", "-c", "exit 3"); r.code != 3 {
+		t.Errorf("alice: sh -c 'exit 3': exit %d, want 3\n%s", r.code, r)
+	}
+	if r := as("alice", call, "--", "sh", "-c", "echo hello-from-sandbox; id -u"); r.err != nil || !strings.Contains(r.stdout, "hello-from-sandbox") {
+		t.Errorf("alice: the command's stdout did not reach the caller's:\n%s", r)
+	}
+
+	// The watchdog (3 s in this test) is fed: no restart after 5 s.
+	time.Sleep(5 * time.Second)
+	if n := strings.TrimSpace(b.run("systemctl", "show", "-P", "NRestarts", "sodad").stdout); n != "0" {
+		t.Errorf("sodad restarted %s times with WatchdogSec=3s: the watchdog is not fed\n%s", n, b.run("journalctl", "-u", "sodad", "--no-pager", "-n", "20").stdout)
+	}
+
+	// A terminal: the slave of a pty passed as tty is the command's
+	// controlling terminal.
+	if r := as("alice", call, "-tty", "--", "sh", "-c", "test -t 0 && test -t 1 && echo on-a-terminal"); r.err != nil || !strings.Contains(r.stdout, "on-a-terminal") {
+		t.Errorf("alice: -tty: the command is not on a terminal:\n%s", r)
+	}
+
+	// A sodactl built elsewhere (SODA_E2E_SODACTL=FILE, e.g. the client side
+	// of sodad on its own branch) runs through this sodad.
+	if sc := os.Getenv("SODA_E2E_SODACTL"); sc != "" {
+		copyFile(t, sc, filepath.Join(art, "sodactl-client"))
+		if err := os.Chmod(filepath.Join(art, "sodactl-client"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if r := as("alice", "sh", "-c", "cd / && "+filepath.Join(art, "sodactl-client")+" run --profile dev -- sh -c 'echo via-sodactl; exit 3' </dev/null"); r.code != 3 || !strings.Contains(r.stdout, "via-sodactl") {
+			t.Errorf("SODA_E2E_SODACTL run --profile dev: exit %d, want 3 and its output\n%s", r.code, r)
+		} else {
+			t.Logf("SODA_E2E_SODACTL: sodactl run --profile dev through sodad: exit 3, output passed (%s)", strings.TrimSpace(r.stderr))
+		}
+		sc := filepath.Join(art, "sodactl-client")
+		r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "303")
+		if r.err != nil {
+			t.Fatalf("alice: sleep 303:\n%s", r)
+		}
+		sid := strings.TrimSpace(r.stdout)
+		for _, args := range [][]string{{"profiles"}, {"list"}, {"status", sid}, {"grant", "--private", sid, "127.0.0.1:18999"},
+			{"revoke", sid, "example.com:443"}, {"audit", sid}, {"kill", "--signal", "KILL", sid}} {
+			r := as("alice", append([]string{sc, "sandbox"}, args...)...)
+			if r.err != nil {
+				t.Errorf("SODA_E2E_SODACTL sandbox %s:\n%s", strings.Join(args, " "), r)
+			} else {
+				t.Logf("SODA_E2E_SODACTL sandbox %s: ok, %d bytes", strings.Join(args, " "), len(r.stdout))
+			}
+		}
+	}
+
+	// A profile's MCP server is granted at creation: its port relayed, the
+	// agents' configuration in the sandbox's home names it.
+	if r := as("alice", call, "-profile", "mcp", "--", "sh", "-c", `grep -rlq 127.0.0.1:18101 "$HOME" && echo mcp-configured`); r.err != nil || !strings.Contains(r.stdout, "mcp-configured") {
+		t.Errorf("alice: profile mcp: the agents' configuration lacks the server:\n%s", r)
+	}
+
+	// 2. Identity claims in arguments are refused.
+	if r := as("alice", call, "-claim-owner", "0", "--", "true"); r.err == nil || !strings.Contains(r.stderr, "InvalidArgs") {
+		t.Errorf("an owner claimed in spec: want InvalidArgs\n%s", r)
+	}
+	// Bad input names what is wrong.
+	if r := as("alice", call, "-profile", "nope", "--", "true"); r.err == nil || !strings.Contains(r.stderr, "NoSuchProfile") {
+		t.Errorf("unknown profile: want NoSuchProfile\n%s", r)
+	}
+	if r := as("alice", call, "-allow", "no-port", "--", "true"); r.err == nil || !strings.Contains(r.stderr, "InvalidTarget") {
+		t.Errorf("invalid target: want InvalidTarget\n%s", r)
+	}
+
+	if r := as("alice", "sh", "-c", call+" -stdout-fd 0 -- true </etc/hostname"); r.err == nil || !strings.Contains(r.stderr, "InvalidFd") || !strings.Contains(r.stderr, "fd stdout") {
+		t.Errorf("a read-only fd as stdout: want InvalidFd naming stdout\n%s", r)
+	}
+
+	// 3. Beyond the profile: refused without a rule, allowed with one.
+	r = as("alice", call, "-memory", strconv.Itoa(2<<30), "--", "true")
+	if r.err == nil || !(strings.Contains(r.stderr, "InteractiveAuthorizationRequired") || strings.Contains(r.stderr, "ExceedsProfile")) {
+		t.Errorf("MemoryMax 2G beyond the profile's 1G: want refused\n%s", r)
+	}
+	b.write(t, "/etc/polkit-1/rules.d/40-test.rules", `polkit.addRule(function(action, subject) {
+    if (action.id == "io.github.soda_project.soda1.beyond-profile" && subject.user == "alice" && action.lookup("profile") == "dev")
+        return polkit.Result.YES;
+});
+`, "0644")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = as("alice", call, "-memory", strconv.Itoa(2<<30), "--", "true")
+		if r.err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if r.err != nil {
+		t.Errorf("beyond the profile with a rule allowing it: still refused\n%s", r)
+	}
+
+	// 4. Another user's sandbox: bob can neither see nor kill it; root can.
+	r = as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "300")
+	if r.err != nil {
+		t.Fatalf("alice: sleep 300:\n%s", r)
+	}
+	id := strings.TrimSpace(r.stdout)
+	const dest, mgr = "io.github.soda_project.Soda1", "/io/github/soda_project/Soda1"
+	if r := as("bob", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "GetSandbox", "s", id); r.err == nil || !strings.Contains(r.stderr, "no sandbox") {
+		t.Errorf("bob GetSandbox of alice's: want NoSuchSandbox\n%s", r)
+	}
+	path := strings.Trim(strings.TrimPrefix(strings.TrimSpace(must(t, as("alice", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "GetSandbox", "s", id))), "o "), `"`)
+	if r := as("bob", "busctl", "call", dest, path, "io.github.soda_project.Soda1.Sandbox", "Kill", "ia{sv}", "9", "0"); r.err == nil {
+		t.Errorf("bob killed alice's sandbox\n%s", r)
+	}
+	if r := as("bob", "busctl", "get-property", dest, path, "io.github.soda_project.Soda1.Sandbox", "OwnerUID"); r.err == nil {
+		t.Errorf("bob read alice's sandbox's properties\n%s", r)
+	}
+	if out := must(t, as("alice", "busctl", "get-property", dest, path, "io.github.soda_project.Soda1.Sandbox", "State", "Unit")); !strings.Contains(out, `"running"`) {
+		t.Errorf("alice's sandbox State/Unit: %s", out)
+	}
+	if out := must(t, as("", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListSandboxes")); !strings.Contains(out, id) {
+		t.Errorf("root's ListSandboxes lacks %s: %s", id, out)
+	}
+	if out := must(t, as("bob", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListSandboxes")); strings.Contains(out, id) {
+		t.Errorf("bob's ListSandboxes shows alice's %s: %s", id, out)
+	}
+	// Grants at run time: the owner revokes without polkit, grants back
+	// within the profile (grant, allowed by the example rules), beyond it
+	// (beyond-profile, allowed by the rule above); bob may not; all in the
+	// journal under SODA_SANDBOX.
+	sbx := "io.github.soda_project.Soda1.Sandbox"
+	allow := func() string {
+		return must(t, as("alice", "busctl", "get-property", dest, path, sbx, "Allow"))
+	}
+	must(t, as("alice", "busctl", "call", dest, path, sbx, "Revoke", "sa{sv}", "example.com:443", "0"))
+	if a := allow(); strings.Contains(a, "example.com") {
+		t.Errorf("Allow after Revoke: %s", a)
+	}
+	must(t, as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "example.com:443", "0"))
+	// Granting it again changes nothing and succeeds.
+	must(t, as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "example.com:443", "0"))
+	must(t, as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "api.github.com:443", "0"))
+	if a := allow(); !strings.Contains(a, "example.com:443") || !strings.Contains(a, "api.github.com:443") {
+		t.Errorf("Allow after two Grants: %s", a)
+	}
+	// bob, whom no rule lets go beyond the profile, is refused a grant
+	// beyond it on his own sandbox, and not one within it.
+	r = as("bob", call, "-no-wait", "-no-stdio", "-allow-none", "--", "sleep", "304")
+	if r.err != nil {
+		t.Fatalf("bob: sleep 304:\n%s", r)
+	}
+	bobPath := strings.Trim(strings.TrimPrefix(strings.TrimSpace(must(t, as("bob", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "GetSandbox", "s", strings.TrimSpace(r.stdout)))), "o "), `"`)
+	if r := as("bob", "busctl", "call", dest, bobPath, sbx, "Grant", "sa{sv}", "api.github.com:443", "0"); r.err == nil ||
+		!(strings.Contains(r.stderr, "interactive") || strings.Contains(r.stderr, "exceeds")) {
+		t.Errorf("bob: Grant beyond the profile without a rule: want refused\n%s", r)
+	}
+	must(t, as("bob", "busctl", "call", dest, bobPath, sbx, "Grant", "sa{sv}", "example.com:443", "0"))
+	must(t, as("bob", "busctl", "call", dest, bobPath, sbx, "Kill", "ia{sv}", "9", "0"))
+	if r := as("bob", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "pypi.org:443", "0"); r.err == nil {
+		t.Errorf("bob granted on alice's sandbox\n%s", r)
+	}
+	if r := as("alice", "busctl", "call", dest, path, sbx, "Grant", "sa{sv}", "not a target", "0"); r.err == nil || !strings.Contains(r.stderr, "not a target") {
+		t.Errorf("invalid Grant target: want InvalidTarget naming it\n%s", r)
+	}
+	if j := b.run("journalctl", "--no-pager", "-o", "cat", "SODA_SANDBOX="+id).stdout; !strings.Contains(j, "sandbox grant") || !strings.Contains(j, "sandbox revoke") {
+		t.Errorf("journal of %s lacks the grant and revoke:\n%s", id, j)
+	}
+	must(t, as("", "busctl", "call", dest, path, "io.github.soda_project.Soda1.Sandbox", "Kill", "ia{sv}", "9", "0"))
+	waitFor(t, 15*time.Second, "alice's sandbox killed by root", func() bool {
+		out := as("alice", "busctl", "get-property", dest, path, "io.github.soda_project.Soda1.Sandbox", "State", "ExitStatus").stdout
+		return strings.Contains(out, `"exited"`) && strings.Contains(out, "i 137")
+	})
+	if out := must(t, as("alice", "busctl", "call", dest, path, "io.github.soda_project.Soda1.Sandbox", "ReadAudit", "tua{sv}", "0", "100", "0")); !strings.Contains(out, `\"event\":\"start\"`) && !strings.Contains(out, `"event":"start"`) {
+		t.Errorf("ReadAudit lacks the start record: %.400s", out)
+	}
+	intro := must(t, as("alice", "busctl", "introspect", dest, mgr))
+	for _, m := range []string{".CreateSandbox", ".GetSandbox", ".ListSandboxes", ".ListProfiles", ".SandboxNew", ".SandboxExited", ".SandboxRemoved", ".Draining", ".Version"} {
+		if !strings.Contains(intro, m) {
+			t.Errorf("busctl introspect of the Manager lacks %s:\n%s", m, intro)
+		}
+	}
+	if out := must(t, as("alice", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListProfiles")); !strings.Contains(out, `"dev"`) {
+		t.Errorf("ListProfiles for alice: %s", out)
+	}
+
+	// The agent inside sees a grant added at run time and loses it when
+	// revoked (new connections), through sodad's proxy: a web server on the
+	// box's loopback (the box has its own network namespace), reached with
+	// CONNECT (curl -p) through the sandbox's proxy.
+	must(t, b.run("systemd-run", "--unit=e2e-web", "python3", "-m", "http.server", "18999", "--bind", "127.0.0.1", "--directory", "/etc"))
+	waitFor(t, 10*time.Second, "the web server", func() bool {
+		return b.run("curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:18999/hostname").err == nil
+	})
+	probe := `i=0; while [ $i -lt 150 ]; do if env -u NO_PROXY -u no_proxy curl -s -o /dev/null -m 2 -p http://127.0.0.1:18999/hostname; then echo ok; else echo fail; fi; i=$((i+1)); sleep 0.1; done`
+	web := b.start(t, nil, "setpriv", "--reuid=alice", "--regid=alice", "--init-groups", call, "-allow-none", "--", "sh", "-c", probe)
+	var webID string
+	waitFor(t, 15*time.Second, "the probe sandbox's id", func() bool {
+		if m := regexp.MustCompile(`created id=(\S+)`).FindStringSubmatch(web.stderr.String()); m != nil {
+			webID = m[1]
+		}
+		return webID != ""
+	})
+	webPath := strings.Trim(strings.TrimPrefix(strings.TrimSpace(must(t, as("alice", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "GetSandbox", "s", webID))), "o "), `"`)
+	until := func(want string) {
+		t.Helper()
+		for i := 0; i < 60; i++ {
+			if l := web.next(t, 10*time.Second, "probe"); l == want {
+				return
+			}
+		}
+		t.Fatalf("the probe never printed %q", want)
+	}
+	until("fail")
+	must(t, as("alice", "busctl", "call", dest, webPath, "io.github.soda_project.Soda1.Sandbox", "Grant", "sa{sv}", "127.0.0.1:18999", "1", "private", "b", "true"))
+	until("ok")
+	must(t, as("alice", "busctl", "call", dest, webPath, "io.github.soda_project.Soda1.Sandbox", "Revoke", "sa{sv}", "127.0.0.1:18999", "1", "private", "b", "true"))
+	until("fail")
+	must(t, as("alice", "busctl", "call", dest, webPath, "io.github.soda_project.Soda1.Sandbox", "Kill", "ia{sv}", "15", "0"))
+	web.finish(t, 15*time.Second)
+	if j := b.run("journalctl", "--no-pager", "-o", "cat", "SODA_SANDBOX="+webID).stdout; !strings.Contains(j, "sandbox grant") || !strings.Contains(j, "sandbox revoke") {
+		t.Errorf("journal of %s lacks the grant and revoke:\n%s", webID, lastLines(j, 30))
+	}
+
+	// 5. Figures: create→exit through sodad against a direct sodactl run.
+	var viaSodad, direct, created []time.Duration
+	createRe := regexp.MustCompile(`create=(\S+) `)
+	for i := 0; i < 7; i++ {
+		t0 := time.Now()
+		r := as("alice", call, "--", "true")
+		if r.err != nil {
+			t.Fatalf("sodadcall -- true:\n%s", r)
+		}
+		viaSodad = append(viaSodad, time.Since(t0))
+		if m := createRe.FindStringSubmatch(r.stderr); m != nil {
+			if d, err := time.ParseDuration(m[1]); err == nil {
+				created = append(created, d)
+			}
+		}
+		t0 = time.Now()
+		if r := as("", "sodactl", "run", "--", "true"); r.err != nil {
+			t.Fatalf("sodactl run -- true:\n%s", r)
+		}
+		direct = append(direct, time.Since(t0))
+	}
+	t.Logf("figures: create→exit of `true` (median of %d, including the box's exec): through sodad %s, direct sodactl run %s", len(direct), median(viaSodad), median(direct))
+	if len(created) > 0 {
+		t.Logf("figures: connect + CreateSandbox returned (the command running), median %s", median(created))
+	}
+	jr := b.run("sh", "-c", "journalctl -u sodad -o verbose --no-pager | grep -E '^ *SODA_TOOK=' | tail -n 20")
+	t.Logf("figures: polkit checks seen by sodad (SODA_TOOK): %s", strings.Join(strings.Fields(jr.stdout), " "))
+
+	// 100 create/exit cycles leave no record, home, unit or fd of sodad's.
+	sodadFds := func() int {
+		pid := strings.TrimSpace(b.run("systemctl", "show", "-P", "MainPID", "sodad").stdout)
+		n, _ := strconv.Atoi(strings.TrimSpace(b.run("sh", "-c", "ls /proc/"+pid+"/fd | wc -l").stdout))
+		return n
+	}
+	before := sodadFds()
+	must(t, as("alice", "sh", "-c", "i=0; while [ $i -lt 100 ]; do "+call+" -no-stdio -- true || exit 1; i=$((i+1)); done"))
+	time.Sleep(500 * time.Millisecond)
+	if after := sodadFds(); after > before+2 {
+		t.Errorf("sodad's open fds: %d before 100 sandboxes, %d after (a leak)", before, after)
+	}
+	for what, cmd := range map[string]string{
+		"state records":          "ls -A /var/lib/soda/sodad/sandboxes",
+		"homes":                  "ls -A /var/lib/soda/sodad/homes | grep -v '\\.lock$' || true",
+		"sandbox units":          "systemctl list-units --no-legend 'soda-sandbox-*' | grep -v inactive || true",
+		"sandbox init processes": "pgrep -a -f '^[^ ]*soda-sandbox-init' || true",
+	} {
+		if out := strings.TrimSpace(b.run("sh", "-c", cmd).stdout); out != "" {
+			t.Errorf("%s left after 100 cycles:\n%s", what, out)
+		}
+	}
+	t.Logf("sodad's open fds: %d before 100 create/exit cycles, %d after", before, sodadFds())
+
+	// systemctl restart drains: the live sandboxes are stopped, their
+	// records removed, the outcome logged.
+	for i := 0; i < 2; i++ {
+		if r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "302"); r.err != nil {
+			t.Fatalf("alice: sleep 302:\n%s", r)
+		}
+	}
+	must(t, b.exec(runOpts{timeout: 60 * time.Second}, "systemctl", "restart", "sodad"))
+	if b.run("pgrep", "-f", "sleep 302").code != 1 {
+		t.Errorf("sandboxes still running after systemctl restart sodad")
+	}
+	if out := strings.TrimSpace(b.run("ls", "/var/lib/soda/sodad/sandboxes").stdout); out != "" {
+		t.Errorf("records left after systemctl restart sodad: %s", out)
+	}
+	if j := b.run("journalctl", "--no-pager", "-o", "cat", "-u", "sodad").stdout; strings.Count(j, "sandbox ended: sodad stopping") < 2 {
+		t.Errorf("journal lacks 'sandbox ended: sodad stopping' twice:\n%s", lastLines(j, 20))
+	}
+
+	// 6. kill -9 of sodad with live sandboxes: nothing left running, the
+	// restarted sodad ends and removes their records.
+	var ids []string
+	for i := 0; i < 5; i++ {
+		r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "301")
+		if r.err != nil {
+			t.Fatalf("alice: sleep 301:\n%s", r)
+		}
+		ids = append(ids, strings.TrimSpace(r.stdout))
+	}
+	recs := must(t, b.run("ls", "/var/lib/soda/sodad/sandboxes"))
+	for _, id := range ids {
+		if !strings.Contains(recs, id+".json") {
+			t.Errorf("no state record for %s: %s", id, recs)
+		}
+	}
+	pid := strings.TrimSpace(must(t, b.run("systemctl", "show", "-P", "MainPID", "sodad")))
+	must(t, b.run("kill", "-9", pid))
+	waitFor(t, 20*time.Second, "sodad restarted after kill -9", func() bool {
+		p := strings.TrimSpace(b.run("systemctl", "show", "-P", "MainPID", "sodad").stdout)
+		return p != pid && p != "0" && strings.TrimSpace(b.run("systemctl", "is-active", "sodad").stdout) == "active"
+	})
+	waitFor(t, 20*time.Second, "no sandbox process after kill -9 of sodad", func() bool {
+		return b.run("pgrep", "-f", "sleep 301").code == 1
+	})
+	waitFor(t, 10*time.Second, "records removed by the restarted sodad", func() bool {
+		return strings.TrimSpace(b.run("ls", "/var/lib/soda/sodad/sandboxes").stdout) == ""
+	})
+	if out := b.run("sh", "-c", "systemctl list-units --no-legend --all 'soda-sandbox-*' | grep -v inactive || true").stdout; strings.TrimSpace(out) != "" {
+		t.Errorf("sandbox units left after kill -9 of sodad:\n%s", out)
+	}
+	jl := b.run("journalctl", "--no-pager", "-o", "cat", "MESSAGE=sandbox ended: sodad restarted").stdout
+	for _, id := range ids {
+		if !strings.Contains(b.run("journalctl", "--no-pager", "-o", "verbose", "SODA_SANDBOX="+id).stdout, "ended: sodad restarted") {
+			t.Errorf("journal lacks the outcome of %s (ended: sodad restarted): %s", id, jl)
+		}
+	}
+
+	// 7. Idle exit: with no sandbox and no call for the idle time, sodad
+	// exits 0 (inactive, not failed); the next call activates it again.
+	b.write(t, "/etc/systemd/system/sodad.service.d/test.conf", "[Service]\nExecStart=\nExecStart=/usr/bin/sodad --idle-exit 2s\n", "0644")
+	must(t, b.sh("systemctl daemon-reload && systemctl restart sodad"))
+	waitFor(t, 20*time.Second, "sodad idle exit", func() bool {
+		return strings.TrimSpace(b.run("systemctl", "is-active", "sodad").stdout) == "inactive"
+	})
+	if out := must(t, as("alice", "busctl", "call", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListProfiles")); !strings.Contains(out, `"dev"`) {
+		t.Errorf("ListProfiles after idle exit (bus activation): %s", out)
+	}
+	if st := strings.TrimSpace(b.run("systemctl", "is-active", "sodad").stdout); st != "active" {
+		t.Errorf("sodad after a call following its idle exit: %s, want active", st)
+	}
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2].Round(time.Millisecond)
+}
