@@ -143,19 +143,16 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 		t.Errorf("alice: -tty: the command is not on a terminal:\n%s", r)
 	}
 
-	// A sodactl built elsewhere (SODA_E2E_SODACTL=FILE, e.g. the client side
-	// of sodad on its own branch) runs through this sodad.
-	if sc := os.Getenv("SODA_E2E_SODACTL"); sc != "" {
-		copyFile(t, sc, filepath.Join(art, "sodactl-client"))
-		if err := os.Chmod(filepath.Join(art, "sodactl-client"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if r := as("alice", "sh", "-c", "cd / && "+filepath.Join(art, "sodactl-client")+" run --profile dev -- sh -c 'echo via-sodactl; exit 3' </dev/null"); r.code != 3 || !strings.Contains(r.stdout, "via-sodactl") {
-			t.Errorf("SODA_E2E_SODACTL run --profile dev: exit %d, want 3 and its output\n%s", r.code, r)
+	// The installed sodactl runs through this sodad: run (the profile
+	// chosen, the mode in the log, the exit status back), and the
+	// sandbox commands on a live sandbox.
+	{
+		sc := "/usr/bin/sodactl"
+		if r := as("alice", "sh", "-c", "cd / && "+sc+" run -v --profile dev -- sh -c 'echo via-sodactl; exit 3' </dev/null"); r.code != 3 || !strings.Contains(r.stdout, "via-sodactl") || !strings.Contains(r.stderr, "sandbox via sodad") {
+			t.Errorf("sodactl run --profile dev: exit %d, want 3, its output and the mode in the log\n%s", r.code, r)
 		} else {
-			t.Logf("SODA_E2E_SODACTL: sodactl run --profile dev through sodad: exit 3, output passed (%s)", strings.TrimSpace(r.stderr))
+			t.Logf("sodactl run --profile dev through sodad: exit 3, output passed, mode logged")
 		}
-		sc := filepath.Join(art, "sodactl-client")
 		r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "303")
 		if r.err != nil {
 			t.Fatalf("alice: sleep 303:\n%s", r)
@@ -165,9 +162,9 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 			{"revoke", sid, "example.com:443"}, {"audit", sid}, {"kill", "--signal", "KILL", sid}} {
 			r := as("alice", append([]string{sc, "sandbox"}, args...)...)
 			if r.err != nil {
-				t.Errorf("SODA_E2E_SODACTL sandbox %s:\n%s", strings.Join(args, " "), r)
+				t.Errorf("sodactl sandbox %s:\n%s", strings.Join(args, " "), r)
 			} else {
-				t.Logf("SODA_E2E_SODACTL sandbox %s: ok, %d bytes", strings.Join(args, " "), len(r.stdout))
+				t.Logf("sodactl sandbox %s: ok, %d bytes", strings.Join(args, " "), len(r.stdout))
 			}
 		}
 	}
@@ -340,9 +337,9 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	}
 
 	// 5. Figures: create→exit through sodad against a direct sodactl run.
-	var viaSodad, direct, created []time.Duration
+	var viaSodad, viaSodactl, direct, plain, created []time.Duration
 	createRe := regexp.MustCompile(`create=(\S+) `)
-	for i := 0; i < 7; i++ {
+	for i := 0; i < 15; i++ {
 		t0 := time.Now()
 		r := as("alice", call, "--", "true")
 		if r.err != nil {
@@ -355,12 +352,27 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 			}
 		}
 		t0 = time.Now()
-		if r := as("", "sodactl", "run", "--", "true"); r.err != nil {
-			t.Fatalf("sodactl run -- true:\n%s", r)
+		if r := as("", "sh", "-c", "cd / && sodactl run --direct -- true </dev/null"); r.err != nil {
+			t.Fatalf("sodactl run --direct -- true:\n%s", r)
 		}
 		direct = append(direct, time.Since(t0))
+		t0 = time.Now()
+		if r := as("alice", "sh", "-c", "cd / && sodactl run --profile dev -- true </dev/null"); r.err != nil {
+			t.Fatalf("sodactl run --profile dev -- true:\n%s", r)
+		}
+		viaSodactl = append(viaSodactl, time.Since(t0))
+		t0 = time.Now()
+		if r := as("", "sh", "-c", "cd / && true </dev/null"); r.err != nil {
+			t.Fatalf("plain true:\n%s", r)
+		}
+		plain = append(plain, time.Since(t0))
 	}
-	t.Logf("figures: create→exit of `true` (median of %d, including the box's exec): through sodad %s, direct sodactl run %s", len(direct), median(viaSodad), median(direct))
+	base := median(plain)
+	over := func(d time.Duration) time.Duration { return d - base }
+	t.Logf("figures: overhead over a plain `true` by the same path (%s): sodactl run --profile through sodad %s, direct %s: ratio %.2f (target <= 1.5)",
+		base, over(median(viaSodactl)), over(median(direct)), float64(over(median(viaSodactl)))/float64(over(median(direct))))
+	t.Logf("figures: create→exit of `true` (median of %d, including the box's exec): through sodad with test/sodadcall %s, with sodactl run --profile %s; direct sodactl run --direct %s",
+		len(direct), median(viaSodad), median(viaSodactl), median(direct))
 	if len(created) > 0 {
 		t.Logf("figures: connect + CreateSandbox returned (the command running), median %s", median(created))
 	}
