@@ -192,7 +192,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		}
 	}
 	// Through sodad when it is there, unless --direct.
-	client, err := chooseMode(context.Background(), &ro, log)
+	client, err := chooseMode(context.Background(), opts, &ro, log)
 	if err != nil {
 		return exitSandbox, err
 	}

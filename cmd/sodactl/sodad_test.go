@@ -107,7 +107,7 @@ func TestRunViaSodad(t *testing.T) {
 		{"no such profile", &sodadtest.Fake{},
 			[]string{"run", "--profile", "ops", "--", "agent"}, 125, []string{"no profile ops", "'sodactl sandbox profiles'"}},
 		{"direct-only option", &sodadtest.Fake{},
-			[]string{"run", "--audit-json", "/tmp/x.json", "--allow-degraded", "idmap", "--", "agent"}, 125,
+			[]string{"run", "--profile", "dev", "--audit-json", "/tmp/x.json", "--allow-degraded", "idmap", "--", "agent"}, 125,
 			[]string{"--audit-json, --allow-degraded: only with --direct"}},
 		{"sodad lost it", &sodadtest.Fake{Exit: sodadclient.Exit{Result: "supervisor-lost", Status: -1}},
 			[]string{"run", "--", "agent"}, 125, []string{"sodad lost it"}},
@@ -336,5 +336,36 @@ func TestRunViaSodadTerminal(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out.Name()); !strings.Contains(string(b), "on the pty") {
 		t.Errorf("stdout holds %q", b)
+	}
+}
+
+// TestRunDirectWhenSodadHasNothing: with sodad on the bus but no profile
+// for the caller, or options only a direct run has and no --profile,
+// sodactl run builds the sandbox itself (and says why) instead of failing:
+// sodad only adds what the caller could not reach alone.
+func TestRunDirectWhenSodadHasNothing(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		profiles []sodadclient.Profile
+		args     []string
+		why      string
+	}{
+		{"no profile", nil, []string{"run", "-v", "--", "agent"}, "sodad has no profile for you"},
+		{"direct-only options", []sodadclient.Profile{{Name: "dev"}}, []string{"run", "-v", "--allow-degraded", "idmap", "--", "agent"}, "options only a direct run has: --allow-degraded"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := sodadtest.StartBus(t, false)
+			fake := &sodadtest.Fake{Profiles: tt.profiles}
+			fake.Export(t, addr)
+			withBus(t, addr)
+			var stderr bytes.Buffer
+			run(tt.args, outFile(t), &stderr)
+			if !strings.Contains(stderr.String(), "sandbox mode: direct") || !strings.Contains(stderr.String(), tt.why) {
+				t.Errorf("not a direct run for %q:\n%s", tt.why, stderr.String())
+			}
+			if n := len(fake.Creates()); n != 0 {
+				t.Errorf("%d sandboxes created through sodad, want none", n)
+			}
+		})
 	}
 }

@@ -21,10 +21,14 @@ import (
 const detectTimeout = 3 * time.Second
 
 // chooseMode decides where sodactl run builds the sandbox: in sodad when
-// it is on the system bus (or --profile asks for it) and --direct does
-// not, else in this process. It logs which, and returns the client for
-// sodad mode (nil: direct).
-func chooseMode(ctx context.Context, ro *runOptions, log *slog.Logger) (*sodadclient.Client, error) {
+// --profile asks for it, or when sodad is on the system bus and has a
+// profile for the caller, unless --direct, or options only this process
+// has (--audit-json, --allow-degraded, …) are given without --profile;
+// else in this process. sodad holds what the caller could not reach alone
+// (an administrator's grants, MCP tokens), so running without it widens
+// nothing. It logs which, and returns the client for sodad mode (nil:
+// direct).
+func chooseMode(ctx context.Context, opts *options, ro *runOptions, log *slog.Logger) (*sodadclient.Client, error) {
 	if ro.direct {
 		if ro.profile != "" {
 			return nil, usagef("sodactl run", "--direct excludes --profile (a profile is sodad's)")
@@ -46,6 +50,23 @@ func chooseMode(ctx context.Context, ro *runOptions, log *slog.Logger) (*sodadcl
 		}
 		log.Info("sandbox mode: direct", "why", why)
 		return nil, nil
+	}
+	if ro.profile == "" {
+		if used := ro.directOnly(opts); len(used) > 0 {
+			c.Close()
+			log.Info("sandbox mode: direct", "why", "options only a direct run has: "+strings.Join(used, ", "))
+			return nil, nil
+		}
+		ps, err := c.ListProfiles(ctx)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if len(ps) == 0 {
+			c.Close()
+			log.Info("sandbox mode: direct", "why", "sodad has no profile for you")
+			return nil, nil
+		}
 	}
 	return c, nil
 }
