@@ -26,6 +26,12 @@ import (
 // forwards signals, reaps orphans, and exits with the command's status;
 // its exit ends the PID namespace and so every process left in it.
 func runInit() int {
+	// The sandbox's skeleton (mount points, /dev, /run) is made with the
+	// modes init names, not whatever its starter's umask takes away: under
+	// sodad (UMask=0077) the directories leading to a grant were 0700 and
+	// the sandbox's uid could not reach the grant. The command gets the
+	// starter's umask back (set before it is forked, after confine).
+	callerUmask := unix.Umask(0o022)
 	fds := wire.ParseFDs(os.Getenv(wire.FDsEnv))
 	if len(fds) < 3 {
 		fmt.Fprintln(os.Stderr, "soda-sandbox-init: started without its descriptors (this program is started by sodactl or sodad, not by hand)")
@@ -178,6 +184,7 @@ func runInit() int {
 	if layer, err := confine(&cfg, report); err != nil {
 		return fail(layer, err)
 	}
+	unix.Umask(callerUmask)
 	if err := cfg.guard.waitReady(); err != nil {
 		return fail(wire.LayerMountNS, err)
 	}

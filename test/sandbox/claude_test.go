@@ -128,3 +128,55 @@ func TestClaudeCode(t *testing.T) {
 		})
 	}
 }
+
+// TestClaudeCodeThroughSodad: the issue's "done means", with the real
+// agent CLI: an ordinary user runs `sodactl run --profile P --mcp
+// everything -- claude mcp list` on a host where sodad is installed (its
+// unit, bus activation, bus policy, polkit actions and example rules, a
+// profile that grants the configured server). The sandbox is sodad's (the
+// mode is logged), the MCP server is granted from the profile, and Claude
+// Code inside reaches it.
+func TestClaudeCodeThroughSodad(t *testing.T) {
+	e := requireEnv(t)
+	claude := e.claudeCLI(t)
+	ccDir := filepath.Dir(filepath.Dir(filepath.Dir(claude)))
+	install := strings.Join([]string{
+		"set -e",
+		fmt.Sprintf("R=%s", e.repo),
+		"install -m 0644 $R/units/sodad.service $R/units/soda.slice /etc/systemd/system/",
+		"mkdir -p /etc/systemd/system/sodad.service.d",
+		fmt.Sprintf("printf '[Service]\\nExecStart=\\nExecStart=%s/sodad --init %s/soda-sandbox-init --idle-exit 5m\\n' > /etc/systemd/system/sodad.service.d/test.conf", e.bin, e.bin),
+		"install -m 0644 $R/polkit/io.github.soda_project.soda1.policy /usr/share/polkit-1/actions/",
+		"install -m 0644 $R/packaging/dbus/io.github.soda_project.Soda1.conf /usr/share/dbus-1/system.d/",
+		"install -D -m 0644 $R/packaging/dbus/io.github.soda_project.Soda1.service /usr/share/dbus-1/system-services/io.github.soda_project.Soda1.service",
+		"install -D -m 0644 $R/polkit/50-soda-example.rules /etc/polkit-1/rules.d/50-soda.rules",
+		"systemctl daemon-reload",
+		"busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig",
+		"systemctl restart polkit.service",
+		"groupadd -f soda-users",
+		"usermod -a -G soda-users " + testUser,
+		"mkdir -p /etc/soda/mcp /etc/soda/sandbox",
+		fmt.Sprintf("cp %s/mcp/everything.conf /etc/soda/mcp/", e.bin),
+		fmt.Sprintf("printf '[Profile]\\nDescription=agents with everything\\nUsers=%s\\n[Grants]\\nMCP=everything\\n[Paths]\\nReadOnlyPaths=%s\\n' > /etc/soda/sandbox/agents.conf", testUser, ccDir),
+	}, "\n")
+	if r := e.exec(execOpts{}, "sh", "-c", install); r.err != nil {
+		t.Fatalf("install sodad in the box: %s", r)
+	}
+	t.Cleanup(func() {
+		e.exec(execOpts{}, "sh", "-c", "systemctl stop sodad.service; rm -rf /etc/soda/sandbox /etc/soda/mcp /etc/systemd/system/sodad.service /etc/systemd/system/sodad.service.d /usr/share/dbus-1/system-services/io.github.soda_project.Soda1.service; systemctl daemon-reload")
+	})
+	sodactl := filepath.Join(e.bin, "sodactl")
+	r := e.exec(execOpts{user: testUser}, "sh", "-c", "cd / && "+sodactl+" run -v --profile agents --mcp everything --ro "+ccDir+" -- "+claude+" mcp list </dev/null")
+	if r.err != nil {
+		t.Fatalf("claude mcp list through sodad: %s\nsodad: %s", r, e.exec(execOpts{}, "journalctl", "-u", "sodad", "--no-pager", "-n", "30").stdout)
+	}
+	want := fmt.Sprintf("everything: http://127.0.0.1:%d/mcp (HTTP) - ✔ Connected", mcpPort)
+	if !strings.Contains(r.stdout, want) || !strings.Contains(r.stderr, "sandbox mode: sandbox via sodad") {
+		t.Errorf("claude mcp list through sodad: want %q and the mode in the log: %s", want, r)
+	}
+	// The sandbox was sodad's: its unit and audit are there, and it is gone.
+	if j := e.exec(execOpts{}, "sh", "-c", "journalctl -u sodad --no-pager -o cat | grep -c 'sandbox'").stdout; strings.TrimSpace(j) == "0" {
+		t.Errorf("sodad's journal has no sandbox lines")
+	}
+	e.noLeftovers(t)
+}

@@ -92,7 +92,7 @@ func (e *env) setup() error {
 	if err := os.Chmod(e.bin, 0o755); err != nil {
 		return err
 	}
-	for _, pkg := range []string{"cmd/sodactl", "cmd/soda-sandbox-init", "cmd/soda-mcpd", "test/sbxprobe", "test/sbxconc", "test/sbxegress"} {
+	for _, pkg := range []string{"cmd/sodactl", "cmd/soda-sandbox-init", "cmd/soda-mcpd", "cmd/sodad", "test/sbxprobe", "test/sbxconc", "test/sbxegress"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(e.bin, filepath.Base(pkg)), "./"+pkg)
 		build.Dir = e.repo
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
