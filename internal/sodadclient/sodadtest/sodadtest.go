@@ -6,16 +6,15 @@
 package sodadtest
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/internal/dbustest"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
@@ -31,55 +30,10 @@ import (
 // is skipped, saying why, without dbus-daemon.
 func StartBus(t testing.TB, activatable bool) string {
 	t.Helper()
-	daemon, err := exec.LookPath("dbus-daemon")
-	if err != nil {
-		t.Skip("dbus-daemon is not installed (apt-get install dbus): sodad's client is tested against a private bus")
-	}
-	dir := t.TempDir()
-	services := ""
 	if activatable {
-		sd := filepath.Join(dir, "services")
-		if err := os.Mkdir(sd, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(sd, sodadclient.BusName+".service"),
-			[]byte("[D-BUS Service]\nName="+sodadclient.BusName+"\nExec=/bin/false\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		services = "<servicedir>" + sd + "</servicedir>"
+		return dbustest.PrivateBus(t, sodadclient.BusName)
 	}
-	conf := filepath.Join(dir, "bus.conf")
-	if err := os.WriteFile(conf, []byte(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:dir=`+dir+`</listen>
-  <auth>EXTERNAL</auth>
-  `+services+`
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(daemon, "--config-file="+conf, "--nofork", "--print-address=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start dbus-daemon: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("dbus-daemon printed no address: %v", err)
-	}
-	return strings.TrimSpace(line)
+	return dbustest.PrivateBus(t)
 }
 
 // FD is what the fake learnt of an fd passed to CreateSandbox.
