@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/soda-project/soda/internal/dbustest"
-
 	"github.com/godbus/dbus/v5"
+
+	"github.com/soda-project/soda/internal/dbustest"
 )
 
 // privateBus starts a dbus-daemon of its own (a session bus config in a

@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/soda-project/soda/internal/dbustest"
-
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
 	"golang.org/x/sys/unix"
 
+	"github.com/soda-project/soda/internal/dbustest"
 	"github.com/soda-project/soda/internal/sodadclient"
 )
 
