@@ -3,7 +3,6 @@ package profile
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/sandbox"
 )
 
 // Request is what a caller asks of a profile for one sandbox.
@@ -344,7 +344,9 @@ func resolveAll(dirs []string) []string {
 // and --ro: absolute, clean (no "..": the daemon has no working directory
 // of the caller's to resolve against, the client sends absolute paths), an
 // existing directory, no symbolic link in any component (a link in a
-// directory the agent can write would redirect the grant anywhere).
+// directory the agent can write would redirect the grant anywhere), not a
+// path the engine never grants (sandbox.ResolveGrant, the engine's own
+// check).
 func resolveRequestPath(p string) (string, error) {
 	switch {
 	case p == "":
@@ -358,29 +360,7 @@ func resolveRequestPath(p string) (string, error) {
 	case filepath.Clean(p) != p || slices.Contains(strings.Split(p, "/"), ".."):
 		return "", fmt.Errorf("%q is not a clean path (no //, /./, /../ or trailing /)", p)
 	}
-	cur := "/"
-	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		if part == "" {
-			continue
-		}
-		cur = filepath.Join(cur, part)
-		fi, err := os.Lstat(cur)
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			to, _ := os.Readlink(cur)
-			return "", fmt.Errorf("%s is a symbolic link to %s, and a grant may not go through a link", cur, to)
-		}
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", p)
-	}
-	return p, nil
+	return sandbox.ResolveGrant(p)
 }
 
 // insideAny reports whether p is one of dirs or below one.

@@ -306,6 +306,12 @@ var forbiddenGrants = []string{"/", "/proc", "/sys", "/dev", "/run", "/var/run",
 // no symbolic link in any component (a link planted by an earlier run, in
 // a directory the agent could write, would otherwise redirect the grant
 // anywhere), and not one of forbiddenGrants.
+// ResolveGrant checks a path to be granted to a sandbox as Spec.Normalize
+// does (an existing directory, no symbolic link in any component, not a
+// path the engine never grants: /, /proc, /etc, …) and returns it absolute
+// and clean. A daemon uses it to check a request before it starts a sandbox.
+func ResolveGrant(p string) (string, error) { return resolveGrant(p) }
+
 func resolveGrant(p string) (string, error) {
 	if p == "" {
 		return "", errors.New("empty path")
