@@ -6,6 +6,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
+	"github.com/godbus/dbus/v5/prop"
 )
 
 const constAnn = `<annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>`
@@ -99,7 +100,8 @@ func sandboxPropsXML() string {
 	return b.String()
 }
 
-// standardXML are the standard interfaces every object has.
+// standardXML are the standard interfaces every object has (Introspectable
+// and Properties as godbus describes them, Peer as the bus implements it).
 var standardXML = introspect.IntrospectDataString + `
  <interface name="org.freedesktop.DBus.Peer">
   <method name="Ping"/>
@@ -107,28 +109,7 @@ var standardXML = introspect.IntrospectDataString + `
    <arg name="machine_uuid" type="s" direction="out"/>
   </method>
  </interface>
- <interface name="org.freedesktop.DBus.Properties">
-  <method name="Get">
-   <arg name="interface_name" type="s" direction="in"/>
-   <arg name="property_name" type="s" direction="in"/>
-   <arg name="value" type="v" direction="out"/>
-  </method>
-  <method name="GetAll">
-   <arg name="interface_name" type="s" direction="in"/>
-   <arg name="props" type="a{sv}" direction="out"/>
-  </method>
-  <method name="Set">
-   <arg name="interface_name" type="s" direction="in"/>
-   <arg name="property_name" type="s" direction="in"/>
-   <arg name="value" type="v" direction="in"/>
-  </method>
-  <signal name="PropertiesChanged">
-   <arg name="interface_name" type="s"/>
-   <arg name="changed_properties" type="a{sv}"/>
-   <arg name="invalidated_properties" type="as"/>
-  </signal>
- </interface>
-`
+` + prop.IntrospectDataString
 
 // node writes one object's introspection: its interfaces and children.
 func node(ifaces string, children []string) string {
