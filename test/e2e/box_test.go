@@ -308,3 +308,33 @@ func onSignal(down func()) (stop func()) {
 		close(quit)
 	}
 }
+
+// bootBox boots a systemd box with sdbox up UPARGS (the box directory is
+// added last) and takes it down when the test ends or the test binary is
+// interrupted. Its directory names this process, so that a later run can
+// tear down what an interrupted one left behind (cleanStaleBoxes);
+// SODA_E2E_KEEP leaves it up for a look.
+func bootBox(t *testing.T, sdbox string, upArgs ...string) *box {
+	t.Helper()
+	cleanStaleBoxes(t, sdbox)
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("soda-e2e-box.%d", os.Getpid()))
+	down := func() {
+		if out, err := exec.Command(sdbox, "down", dir).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: sdbox down: %v\n%s", err, out)
+		}
+	}
+	stop := onSignal(down)
+	t.Cleanup(func() {
+		stop()
+		if os.Getenv("SODA_E2E_KEEP") != "" {
+			t.Logf("SODA_E2E_KEEP: the box stays up; run: %s down %s", sdbox, dir)
+			return
+		}
+		down()
+	})
+	up := exec.Command(sdbox, append(append([]string{"up"}, upArgs...), dir)...)
+	if out, err := up.CombinedOutput(); err != nil {
+		t.Fatalf("sdbox up: %v\n%s", err, out)
+	}
+	return &box{sdbox: sdbox, dir: dir}
+}

@@ -42,19 +42,7 @@ func TestPolkit(t *testing.T) {
 		copyFile(t, filepath.Join(repo, f), filepath.Join(art, filepath.Base(f)))
 	}
 
-	cleanStaleBoxes(t, sdbox)
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("soda-e2e-box.%d", os.Getpid()))
-	b := &box{sdbox: sdbox, dir: dir}
-	down := func() {
-		if out, err := exec.Command(sdbox, "down", dir).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: sdbox down: %v\n%s", err, out)
-		}
-	}
-	stop := onSignal(down)
-	t.Cleanup(func() { stop(); down() })
-	if out, err := exec.Command(sdbox, "up", "--bind-ro", art, "--timeout", "60", dir).CombinedOutput(); err != nil {
-		t.Fatalf("sdbox up: %v\n%s", err, out)
-	}
+	b := bootBox(t, sdbox, "--bind-ro", art, "--timeout", "60")
 	b.onFailJournal(t)
 
 	// ---- install the actions and the bus policy; an unprivileged user.

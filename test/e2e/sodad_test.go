@@ -63,19 +63,7 @@ func TestSodad(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cleanStaleBoxes(t, sdbox)
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("soda-e2e-box.%d", os.Getpid()))
-	b := &box{sdbox: sdbox, dir: dir}
-	down := func() {
-		if out, err := exec.Command(sdbox, "down", dir).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: sdbox down: %v\n%s", err, out)
-		}
-	}
-	stop := onSignal(down)
-	t.Cleanup(func() { stop(); down() })
-	if out, err := exec.Command(sdbox, "up", "--cgroup", mode, "--bind-ro", art, "--timeout", "60", dir).CombinedOutput(); err != nil {
-		t.Fatalf("sdbox up: %v\n%s", err, out)
-	}
+	b := bootBox(t, sdbox, "--cgroup", mode, "--bind-ro", art, "--timeout", "60")
 	b.onFailJournal(t)
 
 	// ---- install as the package does (nfpm.yaml), plus a profile and users.

@@ -106,29 +106,8 @@ func TestSystemd(t *testing.T) {
 	}
 	copyFile(t, deb, filepath.Join(art, "soda.deb"))
 
-	// ---- boot the box. Its DIR names this process, so that a later run
-	// can tear down what an interrupted one left behind.
-	cleanStaleBoxes(t, sdbox)
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("soda-e2e-box.%d", os.Getpid()))
-	b := &box{sdbox: sdbox, dir: dir}
-	down := func() {
-		if out, err := exec.Command(sdbox, "down", dir).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: sdbox down: %v\n%s", err, out)
-		}
-	}
-	stop := onSignal(down)
-	t.Cleanup(func() {
-		stop()
-		if os.Getenv("SODA_E2E_KEEP") != "" {
-			t.Logf("SODA_E2E_KEEP: the box stays up; run: %s down %s", sdbox, dir)
-			return
-		}
-		down()
-	})
-	up := exec.Command(sdbox, "up", "--cgroup", mode, "--bind", repo, "--bind-ro", art, "--timeout", "60", dir)
-	if out, err := up.CombinedOutput(); err != nil {
-		t.Fatalf("sdbox up: %v\n%s", err, out)
-	}
+	// ---- boot the box
+	b := bootBox(t, sdbox, "--cgroup", mode, "--bind", repo, "--bind-ro", art, "--timeout", "60")
 
 	e := &env{b: b, repo: repo, art: art, secret: "e2e-secret-" + randomHex(12), fig: &figures{cgroup: mode}}
 	e.fig.systemd = strings.SplitN(b.run("systemctl", "--version").stdout, "\n", 2)[0]
