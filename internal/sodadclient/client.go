@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -40,8 +39,6 @@ type Client struct {
 	conn  *dbus.Conn
 	owned bool // Close closes conn
 
-	sigOnce sync.Once
-	fdsSig  string // CreateSandbox's fds argument as sodad declares it (fds.go)
 }
 
 // Connect connects to the system bus (DBUS_SYSTEM_BUS_ADDRESS, else the

@@ -323,19 +323,3 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
-
-// TestFDsAsReference: a sodad whose introspection cannot be read gets the
-// reference's a{sh}. A godbus receiver cannot decode one holding fds (the
-// fake answers InvalidArgs; this test says so if a godbus upgrade fixes
-// it), which is why the client follows the declared signature.
-func TestFDsAsReference(t *testing.T) {
-	addr := sodadtest.StartBus(t, false)
-	fake := &sodadtest.Fake{Profiles: []sodadclient.Profile{{Name: "dev"}}, NoIntrospection: true}
-	fake.Export(t, addr)
-	c := client(t, addr)
-	in, _, _ := stdio(t)
-	_, err := c.Create(ctx(t), sodadclient.Request{Profile: "dev", Argv: []string{"true"}, Stdio: sodadclient.Stdio{Stdin: in}})
-	if sodadclient.ErrorName(err) != "org.freedesktop.DBus.Error.InvalidArgs" {
-		t.Errorf("a{sh} with an fd to a godbus receiver: %v; want InvalidArgs (has godbus learnt to decode it?)", err)
-	}
-}

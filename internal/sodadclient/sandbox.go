@@ -71,7 +71,7 @@ type Stdio struct {
 	TTY                   *os.File
 }
 
-// fds is the a{sh} of CreateSandbox; the files stay open until the call
+// fds are the streams of CreateSandbox, by name; the files stay open until the call
 // returns (sodad holds its own copies by then).
 func (s Stdio) fds() (map[string]dbus.UnixFD, error) {
 	m := map[string]dbus.UnixFD{}
@@ -133,7 +133,7 @@ func (c *Client) Create(ctx context.Context, req Request) (*Sandbox, error) {
 	var id string
 	var path dbus.ObjectPath
 	call := c.manager().CallWithContext(ctx, ManagerInterface+".CreateSandbox", 0,
-		req.Profile, req.Argv, req.Spec.dict(req.Stdio.TTY != nil), c.fdsArg(ctx, fds), options(req.Interactive))
+		req.Profile, req.Argv, req.Spec.dict(req.Stdio.TTY != nil), fdsArg(fds), options(req.Interactive))
 	if err := call.Store(&id, &path); err != nil {
 		sb.Close()
 		return nil, wrap(fmt.Sprintf("create a sandbox from profile %s", req.Profile), err)

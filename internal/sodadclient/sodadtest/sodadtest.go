@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
-	"github.com/godbus/dbus/v5/introspect"
 	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/dbustest"
@@ -89,9 +88,6 @@ type Fake struct {
 	// KeepTTY keeps the tty fd of the last sandbox open until it exits,
 	// for TTYWinsize.
 	KeepTTY bool
-	// NoIntrospection leaves Introspectable out, so the client cannot
-	// learn the fake's fds signature and sends the reference's a{sh}.
-	NoIntrospection bool
 
 	mu      sync.Mutex
 	conn    *dbus.Conn
@@ -141,15 +137,6 @@ func (f *Fake) Export(t testing.TB, addr string) {
 	if err := conn.Export((*manager)(f), sodadclient.ManagerPath, sodadclient.ManagerInterface); err != nil {
 		t.Fatal(err)
 	}
-	if !f.NoIntrospection {
-		node := &introspect.Node{Name: string(sodadclient.ManagerPath), Interfaces: []introspect.Interface{
-			introspect.IntrospectData,
-			{Name: sodadclient.ManagerInterface, Methods: introspect.Methods((*manager)(f))},
-		}}
-		if err := conn.Export(introspect.NewIntrospectable(node), sodadclient.ManagerPath, "org.freedesktop.DBus.Introspectable"); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if r, err := conn.RequestName(sodadclient.BusName, dbus.NameFlagDoNotQueue); err != nil || r != dbus.RequestNameReplyPrimaryOwner {
 		t.Fatalf("own %s on the private bus: %v %v", sodadclient.BusName, r, err)
 	}
@@ -185,9 +172,8 @@ func dbusErr(name, format string, args ...any) *dbus.Error {
 // manager is the Manager interface of Fake.
 type manager Fake
 
-// CreateSandbox takes its fds as a{sv}, variants holding an h: godbus
-// cannot receive the reference's a{sh} (see sodadclient's fds.go); the
-// fake's introspection says so, and the client follows it.
+// CreateSandbox takes its fds as a{sv}, variants holding an h, as sodad
+// does (see sodadclient's fds.go).
 func (m *manager) CreateSandbox(profile string, argv []string, spec map[string]dbus.Variant, fdv map[string]dbus.Variant, opts map[string]dbus.Variant) (string, dbus.ObjectPath, *dbus.Error) {
 	f := (*Fake)(m)
 	c := Created{Profile: profile, Argv: argv, Spec: spec, Options: opts, FDs: map[string]FD{}}
