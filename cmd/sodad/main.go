@@ -32,6 +32,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Linger, "linger", sodad.DefaultLinger, "how long an exited sandbox's object stays on the bus")
 	fs.IntVar(&cfg.MaxSandboxes, "max-sandboxes", sodad.DefaultMaxSandboxes, "live sandboxes at most")
 	fs.IntVar(&cfg.MaxPerUser, "max-per-user", sodad.DefaultMaxPerUser, "live sandboxes per user at most")
+	handOver := fs.Bool("hand-over", true, "keep the live sandboxes across a restart of sodad (systemd's file descriptor store)")
 	verbose := fs.Bool("verbose", false, "log debug lines (each polkit check's time)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -56,6 +57,11 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if systemd.JournalAvailable() {
 		cfg.Journal = slog.New(systemd.NewJournalHandler(slog.LevelInfo))
+	}
+	if *handOver {
+		cfg.FDStore = systemd.NewFDStore()
+		cfg.Stored = systemd.StoredFiles()
+		cfg.RestartPending = func(ctx context.Context) (bool, error) { return systemd.RestartPending(ctx, os.Getpid()) }
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

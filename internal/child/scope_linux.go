@@ -153,6 +153,12 @@ func newSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 // has a pid instead of once its gate is up.
 func (p *ScopePlacer) WithoutGate() { p.noGate = true }
 
+// WithoutStopPropagation makes scopes made from now on independent of
+// the service this process runs in: neither its stop nor its failure
+// stops them. For an owner that hands its children to its successor
+// (adopt_linux.go), whose children must outlive a crash.
+func (p *ScopePlacer) WithoutStopPropagation() { p.bindTo = "" }
+
 // WithLockDir sets the directory of the lock files by which live owners
 // mark their scopes (default: /run/soda/scopes as root, else under
 // $XDG_RUNTIME_DIR/soda), for a caller that may write elsewhere only (a

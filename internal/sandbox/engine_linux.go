@@ -63,6 +63,11 @@ type Config struct {
 	// ClosedNetwork makes the engine refuse every spec that is not
 	// Spec.NoNetwork: a validation worker's engine never relays egress.
 	ClosedNetwork bool
+	// Adoptable lets the engine's sandboxes outlive it, to be handed to a
+	// successor (Sandbox.Handover, Linux.Adopt; see adopt_linux.go): their
+	// init has no parent-death signal and ends when its life socket's
+	// host end is closed everywhere. It needs systemd scopes.
+	Adoptable bool
 }
 
 // Detect returns the configuration for this host and process: privileged
@@ -118,6 +123,9 @@ func New(cfg Config) (*Linux, error) {
 		return nil, errors.New("sandbox engine: a privileged engine (dedicated uids, no user namespace) needs root")
 	case !cfg.Privileged && root:
 		return nil, errors.New("sandbox engine: as root the engine must be privileged: a user namespace would map the sandbox to root")
+	}
+	if cfg.Adoptable && cfg.Cgroups != CgroupSystemd {
+		return nil, errors.New("sandbox engine: an adoptable engine needs systemd scopes (Config.Cgroups systemd)")
 	}
 	if cfg.UIDs == (UIDRange{}) {
 		cfg.UIDs = DefaultUIDs
@@ -226,6 +234,12 @@ func (e *Linux) scopePlacer(ctx context.Context) (*child.ScopePlacer, error) {
 	}
 	// Init is its own gate: it forks nothing before placedByte.
 	p.WithoutGate()
+	if e.cfg.Adoptable {
+		// The sandboxes outlive a crash of their supervisor, for its
+		// successor; its stop ends them itself, and a supervisor that
+		// never comes back closes their life sockets.
+		p.WithoutStopPropagation()
+	}
 	e.scopes = p
 	return p, nil
 }

@@ -49,6 +49,12 @@ type Sandbox struct {
 	idmaps []*idmapNS
 	proxy  *egress.Proxy
 	egress *net.UnixConn
+	life   *os.File // the host's end of the life socket (wire.LifeExit)
+	pid    int      // init's pid
+	// adopted is set on a sandbox taken over from another supervisor
+	// (Adopt): init is not our child (adopt_linux.go).
+	adopted   *adoption
+	adoptable bool // the engine's Config.Adoptable
 
 	cgroupDegraded bool               // the cgroup layer was waived (--allow-degraded)
 	pendingScope   chan scopeResult   // a systemd placer being connected, not taken yet
@@ -63,10 +69,13 @@ type Sandbox struct {
 	stopOnce    sync.Once
 	stopCh      chan struct{} // closed by Stop
 	waitOnce    sync.Once
+	detachCh    chan struct{} // closed by Detach
+	detachOnce  sync.Once
 	exit        ExitStatus
 	waitErr     error
 
 	statusDone chan struct{} // closed when init's status pipe ends (newrepo_linux.go)
+	status     *os.File      // its read end, once the command started
 }
 
 // ExitStatus is how the sandboxed command ended.
@@ -91,7 +100,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		return nil, errors.New("sandbox: this engine runs closed-network sandboxes only (Spec.NoNetwork)")
 	}
 	log = log.With("sandbox", spec.ID)
-	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{}), logGate: throttle.New(logRate)}
+	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{}), detachCh: make(chan struct{}), logGate: throttle.New(logRate), adoptable: e.cfg.Adoptable}
 	defer func() {
 		if err != nil {
 			sb.cleanup(context.WithoutCancel(ctx))
@@ -113,6 +122,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
 		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
+		Adoptable: e.cfg.Adoptable,
 	}
 	kept, dropped := FilterEnv(spec.Env)
 	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)
@@ -199,6 +209,11 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		return nil, err
 	}
 	defer egressChild.Close()
+	var lifeChild *os.File
+	if sb.life, lifeChild, err = lifeSocket(); err != nil {
+		return nil, err
+	}
+	defer lifeChild.Close()
 
 	cmd := initCommand(e.cfg.InitPath, &spec, &cfg)
 	if sb.group != nil {
@@ -206,7 +221,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 			return nil, &LayerError{Layer: LayerCgroup, Err: err}
 		}
 	}
-	files := []*os.File{cfgR, statW, egressChild}
+	files := []*os.File{cfgR, statW, egressChild, lifeChild}
 	for _, m := range sb.idmaps {
 		files = append(files, m.fd)
 	}
@@ -229,10 +244,11 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		return nil, namespaceError(err, cfg.UserNS)
 	}
 	tClone := time.Since(sb.started)
-	sb.cmd = cmd
+	sb.cmd, sb.pid = cmd, cmd.Process.Pid
 	cfgR.Close()
 	statW.Close()
 	egressChild.Close()
+	lifeChild.Close()
 	if spec.Persistent {
 		files[len(files)-1].Close() // init holds it now
 	}
@@ -261,9 +277,30 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	if spec.Persistent {
 		go sb.readExecReplies()
 	}
+	// The idmapped mounts are made: they keep their user namespaces,
+	// and the holders can go.
+	sb.closeIDMaps()
 	log.Debug("sandbox started", "prepare", tPrep, "cgroup", tGroup-tPrep, "clone", tClone-tGroup,
 		"place", tPlaced-tClone, "ready", time.Since(sb.started)-tPlaced, "total", time.Since(sb.started))
 	return sb, nil
+}
+
+// lifeSocket makes the life socket (wire.LifeExit): the host's end, and
+// init's to pass on.
+func lifeSocket() (host, child *os.File, err error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("life socket: %w", err)
+	}
+	return os.NewFile(uintptr(pair[0]), "life-host"), os.NewFile(uintptr(pair[1]), "life-child"), nil
+}
+
+// closeIDMaps ends the idmap namespaces' holders.
+func (sb *Sandbox) closeIDMaps() {
+	for _, m := range sb.idmaps {
+		m.close()
+	}
+	sb.idmaps = nil
 }
 
 // controlSocket makes the egress control socket: the host's end as a
@@ -331,6 +368,11 @@ func checkGrants(spec *Spec) (ids map[string][2]uint64, owners map[string][2]uin
 // new namespaces (with a user namespace mapping only the caller's ids when
 // not root).
 func initCommand(initPath string, spec *Spec, cfg *wire.Config) *exec.Cmd {
+	var pdeath syscall.Signal
+	if !cfg.Adoptable {
+		// An adoptable init outlives us (the life socket ends it).
+		pdeath = syscall.SIGKILL
+	}
 	cmd := &exec.Cmd{Path: initPath, Args: []string{wire.InitArg0}}
 	// One P: init relays sockets by passing them, copies nothing, and every
 	// thread it has costs a psx round when it confines itself (about 1 ms
@@ -340,7 +382,7 @@ func initCommand(initPath string, spec *Spec, cfg *wire.Config) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
 		Setsid:     true,
-		Pdeathsig:  syscall.SIGKILL,
+		Pdeathsig:  pdeath,
 	}
 	if cfg.UserNS {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
@@ -379,6 +421,7 @@ func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 	// The repository guard writes on after the command started: read
 	// until the end (newrepo_linux.go).
 	statR, sb.statusDone = keepStatus(statR)
+	sb.status = statR
 	go func() {
 		defer close(sb.statusDone)
 		defer statR.Close()
@@ -607,6 +650,9 @@ func (sb *Sandbox) Stop() {
 
 // Signal sends sig to the sandbox's init, which forwards it to the command.
 func (sb *Sandbox) Signal(sig syscall.Signal) error {
+	if sb.adopted != nil {
+		return sb.adopted.signal(sig)
+	}
 	return sb.cmd.Process.Signal(sig)
 }
 
@@ -621,7 +667,11 @@ func (sb *Sandbox) Wait(ctx context.Context) (ExitStatus, error) {
 
 func (sb *Sandbox) wait(ctx context.Context) (ExitStatus, error) {
 	done := make(chan error, 1)
-	go func() { done <- sb.cmd.Wait() }()
+	if sb.adopted != nil {
+		go func() { done <- sb.adopted.wait() }()
+	} else {
+		go func() { done <- sb.cmd.Wait() }()
+	}
 	var timeout <-chan time.Time
 	if sb.spec.Timeout > 0 {
 		t := time.NewTimer(sb.spec.Timeout)
@@ -662,10 +712,17 @@ loop:
 		case <-kill:
 			kill = nil
 			_ = sb.group.Signal(syscall.SIGKILL)
-			_ = sb.cmd.Process.Kill()
+			_ = sb.Signal(syscall.SIGKILL)
+		case <-sb.detachCh:
+			if !stopping {
+				return ExitStatus{}, sb.detach()
+			}
 		}
 	}
-	if ps := sb.cmd.ProcessState; ps != nil {
+	if sb.adopted != nil {
+		st.Code, st.Signal = sb.adopted.status()
+		werr = nil
+	} else if ps := sb.cmd.ProcessState; ps != nil {
 		ws := ps.Sys().(syscall.WaitStatus)
 		switch {
 		case ws.Exited():
@@ -737,10 +794,14 @@ func (sb *Sandbox) cleanup(ctx context.Context) {
 		sb.egress.Close()
 	}
 	sb.closeExec()
-	for _, m := range sb.idmaps {
-		m.close()
+	sb.closeIDMaps()
+	if sb.life != nil {
+		sb.life.Close()
+		sb.life = nil
 	}
-	sb.idmaps = nil
+	if sb.adopted != nil {
+		sb.adopted.close()
+	}
 	sb.uid.release()
 	sb.uid = nil
 	if sb.watch != nil {

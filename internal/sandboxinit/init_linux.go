@@ -33,10 +33,15 @@ func runInit() int {
 	// starter's umask back (set before it is forked, after confine).
 	callerUmask := unix.Umask(0o022)
 	fds := wire.ParseFDs(os.Getenv(wire.FDsEnv))
-	if len(fds) < 3 {
+	if len(fds) < 4 {
 		fmt.Fprintln(os.Stderr, "soda-sandbox-init: started without its descriptors (this program is started by sodactl or sodad, not by hand)")
 		return 125
 	}
+	// The life socket is init's alone: not the repository guard's, not
+	// the command's.
+	unix.CloseOnExec(fds[3])
+	life := os.NewFile(uintptr(fds[3]), "life")
+	hostGone := watchLife(life)
 	status := os.NewFile(uintptr(fds[1]), "status")
 	enc := json.NewEncoder(status)
 	start := time.Now()
@@ -71,7 +76,7 @@ func runInit() int {
 	}
 	cfgIn = in
 	var userns []*os.File
-	nsFDs := fds[3:]
+	nsFDs := fds[4:]
 	execFD := -1
 	if cfg.Persistent && len(nsFDs) > 0 {
 		execFD, nsFDs = nsFDs[len(nsFDs)-1], nsFDs[:len(nsFDs)-1]
@@ -258,6 +263,12 @@ func runInit() int {
 			_ = syscall.Kill(-proc.Pid, s.(syscall.Signal))
 		case <-guardDied:
 			_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+			return sendExit(life, 125)
+		case <-hostGone:
+			// Nobody holds the sandbox's egress any more: end it (the
+			// kernel kills the rest of the PID namespace with init).
+			fmt.Fprintln(os.Stderr, "soda-sandbox-init: the supervisor is gone; ending the sandbox")
+			_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
 			return 125
 		case ws, ok := <-exited:
 			if !ok {
@@ -270,18 +281,46 @@ func runInit() int {
 				pty.drain()
 			}
 			if ws.Signaled() {
-				return 128 + int(ws.Signal())
+				return sendExit(life, 128+int(ws.Signal()))
 			}
-			return ws.ExitStatus()
+			return sendExit(life, ws.ExitStatus())
 		}
 	}
+}
+
+// watchLife returns a channel closed once the host's end of the life
+// socket is closed everywhere (wire.LifeExit): the host never writes on
+// it, so any return of the read means that.
+func watchLife(life *os.File) <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		var b [64]byte
+		for {
+			n, err := life.Read(b[:])
+			if err != nil || n == 0 {
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// sendExit tells the host init's exit status on the life socket and
+// returns it.
+func sendExit(life *os.File, code int) int {
+	if msg, err := json.Marshal(wire.LifeExit{Code: code}); err == nil {
+		_, _ = life.Write(msg)
+	}
+	return code
 }
 
 // becomeSandboxUser switches every thread of the process to the sandbox's
 // uid and gid with no supplementary groups (root callers; in a user
 // namespace the process already has them). For root this empties the
 // capability sets. A credential change clears the parent-death signal, so
-// it is set again: the host must still take the sandbox down with it.
+// it is set again: the host must still take the sandbox down with it
+// (unless the sandbox is adoptable: then the life socket alone does).
 func becomeSandboxUser(cfg *config) error {
 	if !cfg.UserNS {
 		if err := syscall.Setgroups(nil); err != nil {
@@ -294,7 +333,9 @@ func becomeSandboxUser(cfg *config) error {
 			return fmt.Errorf("setresuid %d: %w", cfg.UID, err)
 		}
 	}
-	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	if !cfg.Adoptable {
+		_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	}
 	return nil
 }
 

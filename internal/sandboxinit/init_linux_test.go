@@ -47,8 +47,8 @@ func TestInitRefusesOtherProtocolVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer null.Close()
-		cmd := &exec.Cmd{Path: exe, Args: []string{wire.InitArg0}, Env: []string{wire.RoleEnv + "=" + wire.RoleInit, wire.FDsEnv + "=3,4,5"},
-			ExtraFiles: []*os.File{cfgR, statW, null}, Stderr: os.Stderr,
+		cmd := &exec.Cmd{Path: exe, Args: []string{wire.InitArg0}, Env: []string{wire.RoleEnv + "=" + wire.RoleInit, wire.FDsEnv + "=3,4,5,6"},
+			ExtraFiles: []*os.File{cfgR, statW, null, null}, Stderr: os.Stderr,
 			SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWPID}}
 		if os.Geteuid() != 0 {
 			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER

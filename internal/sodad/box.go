@@ -41,7 +41,11 @@ type box struct {
 	stopping atomic.Bool
 	done     atomic.Bool
 
-	mu           sync.Mutex // the grants below
+	rw, ro []string          // its granted paths
+	limits map[string]uint64 // its Limits property
+
+	mu           sync.Mutex // the grants below, and stored
+	stored       []string   // its descriptors' names in the fd store
 	noNetwork    bool
 	mcp          []string
 	allow        []egress.Grant
@@ -64,8 +68,21 @@ func (b *box) running() *sandbox.Sandbox {
 func (b *box) record() Record {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Record{ID: b.id, OwnerUID: b.owner, Profile: b.profile, Unit: b.unit, Argv: b.argv, MCP: b.mcp,
-		Allow: grantStrings(b.allow), AllowPrivate: grantStrings(b.allowPrivate), Created: b.created, Supervisor: os.Getpid()}
+	r := Record{ID: b.id, OwnerUID: b.owner, Profile: b.profile, Unit: b.unit, Argv: b.argv, MCP: b.mcp,
+		Allow: grantStrings(b.allow), AllowPrivate: grantStrings(b.allowPrivate), Created: b.created, Supervisor: os.Getpid(),
+		ReadWrite: b.rw, ReadOnly: b.ro, NoNetwork: b.noNetwork, Limits: b.limits}
+	if b.sb != nil && len(b.stored) > 0 {
+		st := b.sb.State()
+		r.Handover = &st
+	}
+	return r
+}
+
+// handedOver reports whether b's descriptors are in the fd store.
+func (b *box) handedOver() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.stored) > 0
 }
 
 func grantStrings(gs []egress.Grant) []string {
@@ -277,6 +294,15 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		return dbusErr(ErrInvalidTarget, fmt.Sprintf("%s %s: sandbox %s has no network", method, target, b.id))
 	}
 	b.mu.Lock()
+	if !add {
+		// A revoke names the target: whether it was granted with
+		// private does not matter.
+		for _, h := range append(slices.Clone(b.allow), b.allowPrivate...) {
+			if h.Host == g.Host && h.Port == g.Port {
+				g = h
+			}
+		}
+	}
 	held := slices.Contains(b.allow, g) || slices.Contains(b.allowPrivate, g)
 	b.mu.Unlock()
 	if held == add {
@@ -343,7 +369,33 @@ func (m sandboxMethods) ReadAudit(sender dbus.Sender, cursor uint64, max uint32,
 func (b *box) wait() {
 	d := b.d
 	defer d.live.Done()
+	if !b.handedOver() {
+		// A new sandbox (an adopted one is in the store already), off
+		// the caller's path. Init copied the home into the sandbox: the
+		// host's copy goes (nothing of it is left for a successor).
+		if b.home != nil {
+			if err := b.home.Remove(); err != nil {
+				d.log.Warn("remove sandbox home", "sandbox", b.id, "err", err)
+			}
+			b.home = nil
+		}
+		// Its descriptors go to the fd store, and its record gets what
+		// a successor needs.
+		d.storeHandover(b)
+		if err := d.store.Write(b.record()); err != nil {
+			d.log.Error("state record", "sandbox", b.id, "err", err)
+		}
+	}
 	st, err := b.sb.Wait(d.run) // b.sb is set before wait starts
+	if sandboxDetached(err) {
+		// Handed over: its record and descriptors are the successor's.
+		for _, f := range b.files {
+			f.Close()
+		}
+		b.alog.Close()
+		return
+	}
+	d.unstore(b)
 	result, code := "success", int32(st.Code)
 	switch {
 	case err != nil:

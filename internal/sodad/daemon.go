@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,6 +65,17 @@ type Config struct {
 	Conn *dbus.Conn
 	// Authorizer replaces polkit (tests only; nil: polkit over Conn).
 	Authorizer polkit.Authorizer
+	// FDStore, when available, keeps each sandbox's host-side descriptors
+	// across a restart of sodad (systemd's file descriptor store, see
+	// sandbox.Sandbox.Handover); nil: a restart ends the sandboxes.
+	FDStore *systemd.FDStore
+	// Stored is what the store passed at this start (systemd.StoredFiles):
+	// the predecessor's sandboxes, adopted by Run.
+	Stored map[string][]*os.File
+	// RestartPending says, when sodad is told to stop, whether it is
+	// being restarted: then the live sandboxes are handed to the
+	// successor instead of ended (nil: always ended).
+	RestartPending func(context.Context) (bool, error)
 }
 
 func (c *Config) fill() error {
@@ -148,6 +159,7 @@ func Run(ctx context.Context, cfg Config) error {
 		InitPath:   cfg.InitPath,
 		Privileged: true,
 		Cgroups:    sandbox.CgroupSystemd,
+		Adoptable:  cfg.FDStore.Available(),
 		Log:        log,
 		Audit:      d.onAudit,
 	})
@@ -156,7 +168,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer engine.Close()
 	d.engine = engine
-	d.recover(ctx)
 
 	conn := cfg.Conn
 	if conn == nil {
@@ -176,6 +187,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := d.exportManager(); err != nil {
 		return err
 	}
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	d.run = runCtx
+	d.recover(ctx)
 	reply, err := conn.RequestName(BusName, dbus.NameFlagDoNotQueue)
 	if err != nil {
 		return fmt.Errorf("own %s: %w", BusName, err)
@@ -184,9 +199,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("own %s: the name is taken (another sodad runs?)", BusName)
 	}
 
-	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRun()
-	d.run = runCtx
 	notify := systemd.NewNotifier(log)
 	wctx, stopWatchdog := context.WithCancel(ctx)
 	defer stopWatchdog()
@@ -260,9 +272,20 @@ func (d *Daemon) aliveCount() int {
 	return n
 }
 
-// drain refuses new sandboxes and ends the live ones: this version cannot
-// hand them to a successor (their egress proxies live in this process).
+// drain refuses new sandboxes, then hands the live ones to the successor
+// when sodad is being restarted (those whose descriptors are in the fd
+// store: the successor adopts them) and ends the others.
 func (d *Daemon) drain() {
+	handOver := false
+	if d.cfg.RestartPending != nil && d.cfg.FDStore.Available() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		restart, err := d.cfg.RestartPending(ctx)
+		cancel()
+		if err != nil {
+			d.log.Warn("cannot tell a restart from a stop: the live sandboxes are ended", "err", err)
+		}
+		handOver = restart
+	}
 	d.mu.Lock()
 	d.draining = true
 	var live []*box
@@ -274,6 +297,13 @@ func (d *Daemon) drain() {
 	d.mu.Unlock()
 	d.mgr.SetMust(ManagerInterface, "Draining", true)
 	for _, b := range live {
+		if handOver && b.handedOver() {
+			d.journal.Info("sandbox handed over: sodad restarting, its successor adopts it", "sandbox", b.id, "owner_uid", b.owner, "unit", b.unit)
+			if sb := b.running(); sb != nil {
+				sb.Detach()
+			}
+			continue
+		}
 		d.journal.Warn("sandbox ended: sodad stopping", "sandbox", b.id, "owner_uid", b.owner, "unit", b.unit)
 		b.stopping.Store(true)
 		if sb := b.running(); sb != nil {
@@ -286,58 +316,6 @@ func (d *Daemon) drain() {
 	case <-done:
 	case <-time.After(20 * time.Second):
 		d.log.Error("sandboxes still running after 20 s of stopping", "count", d.aliveCount())
-	}
-}
-
-// recover ends what a previous sodad left: its scopes (SweepLeftovers
-// stops those whose owner lock is free), its records (each logged with its
-// outcome, then removed) and its homes.
-func (d *Daemon) recover(ctx context.Context) {
-	removed, err := d.engine.SweepLeftovers(ctx)
-	if err != nil {
-		d.log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
-	} else if len(removed) > 0 {
-		d.log.Info("removed what killed sandboxes left", "removed", removed)
-	}
-	recs, errs := d.store.List()
-	for _, err := range errs {
-		d.log.Error("unreadable state record removed", "err", err)
-		var re *RecordError
-		if errors.As(err, &re) {
-			_ = d.store.Remove(re.ID)
-		}
-	}
-	var units []string
-	for _, r := range recs {
-		units = append(units, r.Unit)
-	}
-	states := map[string]systemd.UnitState{}
-	if len(units) > 0 {
-		if s, err := systemd.UnitStates(ctx, units); err == nil {
-			states = s
-		} else {
-			d.log.Warn("state of the previous sandboxes' units", "err", err)
-		}
-	}
-	for _, r := range recs {
-		st := states[r.Unit].Active
-		outcome := "ended: sodad restarted"
-		if strings.HasPrefix(st, "active") || strings.HasPrefix(st, "deactivating") {
-			// Its owner lock was held by someone else, or it had none:
-			// nothing supervises its egress any more, so it is stopped.
-			if err := stopUnit(ctx, r.Unit); err != nil {
-				d.log.Error("stop a previous sandbox's unit", "sandbox", r.ID, "unit", r.Unit, "err", err)
-				outcome = "ended: sodad restarted (its unit could not be stopped: " + err.Error() + ")"
-			}
-		}
-		d.journal.Warn("sandbox "+outcome, "sandbox", r.ID, "owner_uid", r.OwnerUID, "profile", r.Profile, "unit", r.Unit,
-			"result", "supervisor-lost", "supervisor", r.Supervisor)
-		if err := d.store.Remove(r.ID); err != nil {
-			d.log.Error("remove state record", "err", err)
-		}
-	}
-	if n := d.homes.Sweep(d.log); n > 0 {
-		d.log.Info("removed the homes of previous sandboxes", "count", n)
 	}
 }
 

@@ -306,6 +306,7 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	limits := map[string]uint64{"MemoryMax": uint64(eff.Limits.MemoryMax), "TasksMax": uint64(eff.Limits.TasksMax),
 		"CPUQuotaPercent": eff.Limits.CPUPercent, "TimeoutUSec": uint64(eff.Limits.Timeout / time.Microsecond),
 		"TmpSize": uint64(eff.Limits.TmpSize), "HomeSize": uint64(eff.Limits.HomeSize)}
+	b.rw, b.ro, b.limits = eff.ReadWrite, eff.ReadOnly, limits
 	if e := b.export(d.conn, b.propMap(eff, limits)); e != nil {
 		return fail(dbusErr(ErrFailed, e.Error()))
 	}

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/sandbox"
 )
 
 // Record is what sodad keeps on disk about one sandbox, in
 // STATE/sandboxes/ID.json: enough to say, after a crash, whose sandbox it
-// was and which unit to make sure is stopped.
+// was and which unit to make sure is stopped, and for a successor to
+// adopt it (see adopt.go).
 type Record struct {
 	ID           string    `json:"id"`
 	OwnerUID     uint32    `json:"owner_uid"`
@@ -26,8 +29,16 @@ type Record struct {
 	Allow        []string  `json:"allow,omitempty"`
 	AllowPrivate []string  `json:"allow_private,omitempty"`
 	Created      time.Time `json:"created"`
-	// Supervisor is the pid of the sodad that started it.
+	// Supervisor is the pid of the sodad that started or adopted it.
 	Supervisor int `json:"supervisor"`
+	// What its object on the bus shows, for a successor that adopts it.
+	ReadWrite []string          `json:"rw,omitempty"`
+	ReadOnly  []string          `json:"ro,omitempty"`
+	NoNetwork bool              `json:"no_network,omitempty"`
+	Limits    map[string]uint64 `json:"limits,omitempty"`
+	// Handover is what a successor needs to adopt it, with its
+	// descriptors from the fd store; nil: it cannot be adopted.
+	Handover *sandbox.HandoverState `json:"handover,omitempty"`
 }
 
 // Store is the state directory: the records, under a lock file held by the
@@ -65,8 +76,11 @@ func (s *Store) path(id string) string {
 	return filepath.Join(s.dir, "sandboxes", id+".json")
 }
 
-// Write stores r atomically: a temporary file, synced, renamed over the
-// record, the directory synced.
+// Write stores r atomically: a temporary file renamed over the record.
+// Nothing is synced to disk: a record matters while the sandbox can run,
+// and no sandbox outlives the machine; after a power loss a record cut
+// short is an unreadable one, removed at the next start (fsync cost each
+// CreateSandbox milliseconds).
 func (s *Store) Write(r Record) error {
 	if !validID(r.ID) {
 		return fmt.Errorf("state record: invalid id %q", r.ID)
@@ -81,9 +95,6 @@ func (s *Store) Write(r Record) error {
 		return fmt.Errorf("state record %s: %w", r.ID, err)
 	}
 	_, werr := tmp.Write(append(data, '\n'))
-	if werr == nil {
-		werr = tmp.Sync()
-	}
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
@@ -93,10 +104,6 @@ func (s *Store) Write(r Record) error {
 	if werr != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("state record %s: %w", r.ID, werr)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -38,7 +38,9 @@ const (
 type Client struct {
 	conn  *dbus.Conn
 	owned bool // Close closes conn
-
+	// RestartWait is how long Sandbox.Wait waits for a successor when
+	// sodad leaves the bus before the sandbox exited (0: DefaultRestartWait).
+	RestartWait time.Duration
 }
 
 // Connect connects to the system bus (DBUS_SYSTEM_BUS_ADDRESS, else the

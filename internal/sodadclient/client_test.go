@@ -285,22 +285,52 @@ func TestKillGrantAudit(t *testing.T) {
 }
 
 // TestSodadLeaves: a sodad that leaves the bus while the command runs
-// ends Wait with supervisor-lost, exit code 125.
+// ends Wait with supervisor-lost, exit code 125, when no successor comes;
+// with a successor that adopted the sandbox, Wait goes on and gets its
+// exit.
 func TestSodadLeaves(t *testing.T) {
-	addr := sodadtest.StartBus(t, false)
-	fake := &sodadtest.Fake{Profiles: []sodadclient.Profile{{Name: "dev"}}, UntilKilled: true}
-	fake.Export(t, addr)
-	sb, err := client(t, addr).Create(ctx(t), sodadclient.Request{Profile: "dev", Argv: []string{"true"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	if err := fake.Leave(); err != nil {
-		t.Fatal(err)
-	}
-	exit, err := sb.Wait(ctx(t))
-	if err == nil || exit.ExitCode() != 125 || !strings.Contains(err.Error(), "sodad left the bus") {
-		t.Errorf("Wait = %+v, %v", exit, err)
+	for _, tc := range []struct {
+		name      string
+		successor bool
+	}{{"no successor", false}, {"successor adopts", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := sodadtest.StartBus(t, false)
+			fake := &sodadtest.Fake{Profiles: []sodadclient.Profile{{Name: "dev"}}, UntilKilled: true}
+			fake.Export(t, addr)
+			c := client(t, addr)
+			c.RestartWait = 2 * time.Second
+			sb, err := c.Create(ctx(t), sodadclient.Request{Profile: "dev", Argv: []string{"true"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close()
+			if err := fake.Leave(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.successor {
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					if err := fake.Return(); err != nil {
+						t.Error(err)
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+					if err := sb.Kill(context.Background(), 15, false); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			exit, err := sb.Wait(ctx(t))
+			if tc.successor {
+				if err != nil || exit.ExitCode() != 143 {
+					t.Errorf("Wait = %+v, %v; want 143 from the successor", exit, err)
+				}
+				return
+			}
+			if err == nil || exit.ExitCode() != 125 || !strings.Contains(err.Error(), "sodad left the bus") || !strings.Contains(err.Error(), "no successor") {
+				t.Errorf("Wait = %+v, %v", exit, err)
+			}
+		})
 	}
 }
 

@@ -204,10 +204,19 @@ func (sb *Sandbox) Wait(ctx context.Context) (Exit, error) {
 	if p, err := sb.Properties(ctx); err == nil && p.Exited() {
 		return Exit{p.Result, p.ExitStatus}, nil
 	}
+	// gone is set while sodad is off the bus: a restarting sodad's
+	// successor adopts the sandbox, and the wait goes on with it.
+	var gone <-chan time.Time
+	restartWait := sb.c.RestartWait
+	if restartWait <= 0 {
+		restartWait = DefaultRestartWait
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return Exit{Status: -1}, ctx.Err()
+		case <-gone:
+			return Exit{Result: "supervisor-lost", Status: -1}, fmt.Errorf("wait for sandbox %s: %w (no successor within %s)", sb.ID, errNoExit, restartWait)
 		case s, ok := <-sb.exited:
 			if !ok {
 				return Exit{Status: -1}, fmt.Errorf("wait for sandbox %s: the bus connection closed", sb.ID)
@@ -222,13 +231,36 @@ func (sb *Sandbox) Wait(ctx context.Context) (Exit, error) {
 				}
 			case "org.freedesktop.DBus.NameOwnerChanged":
 				var name, old, owner string
-				if dbus.Store(s.Body, &name, &old, &owner) == nil && name == BusName && owner == "" {
-					return Exit{Result: "supervisor-lost", Status: -1}, fmt.Errorf("wait for sandbox %s: %w", sb.ID, errNoExit)
+				if dbus.Store(s.Body, &name, &old, &owner) != nil || name != BusName {
+					continue
+				}
+				if owner == "" {
+					if gone == nil {
+						gone = time.After(restartWait)
+					}
+					continue
+				}
+				// A new sodad: it adopted the sandbox, or it says how
+				// it ended, or it does not know it.
+				gone = nil
+				p, err := sb.Properties(ctx)
+				switch {
+				case err == nil && p.Exited():
+					return Exit{p.Result, p.ExitStatus}, nil
+				case err != nil:
+					// The successor exports what it adopted before it
+					// takes the name: it did not adopt this one.
+					return Exit{Result: "supervisor-lost", Status: -1}, fmt.Errorf("wait for sandbox %s: %w (the new sodad did not adopt it: %v)", sb.ID, errNoExit, err)
 				}
 			}
 		}
 	}
 }
+
+// DefaultRestartWait is how long Wait waits for a successor when sodad
+// leaves the bus before the sandbox has exited: a restart, or systemd
+// restarting a sodad that crashed (RestartSec=1s), takes a few seconds.
+const DefaultRestartWait = 30 * time.Second
 
 // pollInterval is how often Wait without a watch, and FollowAudit, look.
 const pollInterval = 250 * time.Millisecond

@@ -46,3 +46,29 @@ func UnitStates(ctx context.Context, units []string) (map[string]UnitState, erro
 	}
 	return out, nil
 }
+
+// RestartPending reports whether the service this process runs in is
+// being restarted (a restart job of its unit is running: systemctl
+// restart), as opposed to stopped. It fails when the process runs in no
+// service or systemd cannot be asked.
+func RestartPending(ctx context.Context, pid int) (bool, error) {
+	conn, err := sdbus.NewSystemConnectionContext(ctx)
+	if err != nil {
+		return false, fmt.Errorf("connect to systemd: %w", err)
+	}
+	defer conn.Close()
+	unit, err := conn.GetUnitNameByPID(ctx, uint32(pid))
+	if err != nil {
+		return false, fmt.Errorf("unit of pid %d: %w", pid, err)
+	}
+	jobs, err := conn.ListJobsContext(ctx)
+	if err != nil {
+		return false, fmt.Errorf("list jobs: %w", err)
+	}
+	for _, j := range jobs {
+		if j.Unit == unit && (j.JobType == "restart" || j.JobType == "try-restart" || j.JobType == "reload-or-restart") {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -19,9 +19,10 @@ import (
 // creates sandboxes through the bus (test/sodadcall passes its stdio as
 // Unix fds) and gets their exit status; an identity claimed in the spec is
 // refused; a request beyond the profile is refused until a rule allows it;
-// bob can neither see nor kill alice's sandbox, root can; kill -9 of sodad
-// with 5 live sandboxes leaves no sandbox process, and the restarted sodad
-// ends and removes their records. It measures create→exit through sodad
+// bob can neither see nor kill alice's sandbox, root can; systemctl
+// restart and kill -9 of sodad hand the live sandboxes to the successor,
+// which adopts them (egress served, clients following), and systemctl stop
+// ends them, leaving nothing. It measures create→exit through sodad
 // against a direct sodactl run -- true, and polkit's check.
 func TestSodad(t *testing.T) {
 	if os.Getenv("SODA_E2E") != "1" {
@@ -391,26 +392,41 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	}
 	t.Logf("sodad's open fds: %d before 100 create/exit cycles, %d after", before, sodadFds())
 
-	// systemctl restart drains: the live sandboxes are stopped, their
-	// records removed, the outcome logged.
-	for i := 0; i < 2; i++ {
-		if r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "302"); r.err != nil {
-			t.Fatalf("alice: sleep 302:\n%s", r)
+	// 6. Restarts. systemctl restart and kill -9 of sodad hand the live
+	// sandboxes to the successor, which adopts them: an agent probing a
+	// target granted at run time keeps getting through after each (the
+	// successor serves its egress, with the grant), and its client, the
+	// installed sodactl run, follows the successor to the exit status; 5
+	// idle sandboxes keep running, with their records and units. Then
+	// systemctl stop ends them all, and nothing is left: no unit, process,
+	// record or stored descriptor.
+	b.write(t, "/usr/local/bin/e2e-probe", "#!/bin/sh\n"+
+		"i=0; while [ $i -lt 1200 ]; do if env -u NO_PROXY -u no_proxy curl -s -o /dev/null -m 2 -p http://127.0.0.1:18999/hostname; then echo ok; else echo fail; fi; i=$((i+1)); sleep 0.1; done\n", "0755")
+	agent := b.start(t, nil, "setpriv", "--reuid=alice", "--regid=alice", "--init-groups", "sh", "-c",
+		"cd / && exec sodactl run -v --profile dev -- /usr/local/bin/e2e-probe </dev/null")
+	untilLine := func(p *bg, want string) {
+		t.Helper()
+		for i := 0; i < 100; i++ {
+			if l := p.next(t, 15*time.Second, "probe"); l == want {
+				return
+			}
 		}
+		t.Fatalf("the probe never printed %q", want)
 	}
-	must(t, b.exec(runOpts{timeout: 60 * time.Second}, "systemctl", "restart", "sodad"))
-	if b.run("pgrep", "-f", "sleep 302").code != 1 {
-		t.Errorf("sandboxes still running after systemctl restart sodad")
-	}
-	if out := strings.TrimSpace(b.run("ls", "/var/lib/soda/sodad/sandboxes").stdout); out != "" {
-		t.Errorf("records left after systemctl restart sodad: %s", out)
-	}
-	if j := b.run("journalctl", "--no-pager", "-o", "cat", "-u", "sodad").stdout; strings.Count(j, "sandbox ended: sodad stopping") < 2 {
-		t.Errorf("journal lacks 'sandbox ended: sodad stopping' twice:\n%s", lastLines(j, 20))
-	}
-
-	// 6. kill -9 of sodad with live sandboxes: nothing left running, the
-	// restarted sodad ends and removes their records.
+	var agentID string
+	waitFor(t, 15*time.Second, "the agent's sandbox id in sodactl's log", func() bool {
+		if m := regexp.MustCompile(`sandbox via sodad.* sandbox=(\S+)`).FindStringSubmatch(agent.stderr.String()); m != nil {
+			agentID = m[1]
+		}
+		return agentID != ""
+	})
+	// The profile grants the target at start: revoked, then granted at
+	// run time, so that the successor must have the live allow-list.
+	untilLine(agent, "ok")
+	must(t, as("alice", "sodactl", "sandbox", "revoke", agentID, "127.0.0.1:18999"))
+	untilLine(agent, "fail")
+	must(t, as("alice", "sodactl", "sandbox", "grant", "--private", agentID, "127.0.0.1:18999"))
+	untilLine(agent, "ok")
 	var ids []string
 	for i := 0; i < 5; i++ {
 		r := as("alice", call, "-no-wait", "-no-stdio", "--", "sleep", "301")
@@ -419,32 +435,87 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 		}
 		ids = append(ids, strings.TrimSpace(r.stdout))
 	}
-	recs := must(t, b.run("ls", "/var/lib/soda/sodad/sandboxes"))
-	for _, id := range ids {
-		if !strings.Contains(recs, id+".json") {
-			t.Errorf("no state record for %s: %s", id, recs)
+	stored := func() string {
+		return strings.TrimSpace(b.run("systemctl", "show", "-P", "NFileDescriptorStore", "sodad").stdout)
+	}
+	t.Logf("descriptors in sodad's fd store with 6 live sandboxes: %s", stored())
+	survived := func(how string) {
+		t.Helper()
+		if n := strings.Count(b.run("pgrep", "-f", "^sleep 301").stdout, "\n"); n != 5 {
+			t.Errorf("after %s: %d of the 5 idle sandboxes run", how, n)
+		}
+		recs := b.run("ls", "/var/lib/soda/sodad/sandboxes").stdout
+		for _, id := range append([]string{agentID}, ids...) {
+			if !strings.Contains(recs, id+".json") {
+				t.Errorf("after %s: no state record for %s: %s", how, id, recs)
+			}
+		}
+		// The successor serves the agent's egress, its grant kept: an
+		// "ok" printed a second after the predecessor was gone.
+		for end := time.After(time.Second); ; {
+			select {
+			case <-agent.lines:
+				continue
+			case <-end:
+			}
+			break
+		}
+		untilLine(agent, "ok")
+		if out := must(t, as("alice", "sodactl", "sandbox", "status", ids[0])); !strings.Contains(out, "running") {
+			t.Errorf("after %s: sodactl sandbox status %s:\n%s", how, ids[0], out)
 		}
 	}
 	pid := strings.TrimSpace(must(t, b.run("systemctl", "show", "-P", "MainPID", "sodad")))
+	must(t, b.exec(runOpts{timeout: 60 * time.Second}, "systemctl", "restart", "sodad"))
+	survived("systemctl restart sodad")
+	jl := b.run("journalctl", "--no-pager", "-o", "cat", "-u", "sodad").stdout
+	if n := strings.Count(jl, "sandbox handed over"); n < 6 {
+		t.Errorf("journal: %d 'sandbox handed over' after systemctl restart, want 6:\n%s", n, lastLines(jl, 30))
+	}
+	if n := strings.Count(jl, "sandbox adopted"); n < 6 {
+		t.Errorf("journal: %d 'sandbox adopted' after systemctl restart, want 6:\n%s", n, lastLines(jl, 30))
+	}
+
+	pid = strings.TrimSpace(must(t, b.run("systemctl", "show", "-P", "MainPID", "sodad")))
 	must(t, b.run("kill", "-9", pid))
 	waitFor(t, 20*time.Second, "sodad restarted after kill -9", func() bool {
 		p := strings.TrimSpace(b.run("systemctl", "show", "-P", "MainPID", "sodad").stdout)
 		return p != pid && p != "0" && strings.TrimSpace(b.run("systemctl", "is-active", "sodad").stdout) == "active"
 	})
-	waitFor(t, 20*time.Second, "no sandbox process after kill -9 of sodad", func() bool {
-		return b.run("pgrep", "-f", "sleep 301").code == 1
-	})
-	waitFor(t, 10*time.Second, "records removed by the restarted sodad", func() bool {
-		return strings.TrimSpace(b.run("ls", "/var/lib/soda/sodad/sandboxes").stdout) == ""
-	})
-	if out := b.run("sh", "-c", "systemctl list-units --no-legend --all 'soda-sandbox-*' | grep -v inactive || true").stdout; strings.TrimSpace(out) != "" {
-		t.Errorf("sandbox units left after kill -9 of sodad:\n%s", out)
-	}
-	jl := b.run("journalctl", "--no-pager", "-o", "cat", "MESSAGE=sandbox ended: sodad restarted").stdout
+	survived("kill -9 of sodad")
 	for _, id := range ids {
-		if !strings.Contains(b.run("journalctl", "--no-pager", "-o", "verbose", "SODA_SANDBOX="+id).stdout, "ended: sodad restarted") {
-			t.Errorf("journal lacks the outcome of %s (ended: sodad restarted): %s", id, jl)
+		if j := b.run("journalctl", "--no-pager", "-o", "cat", "SODA_SANDBOX="+id).stdout; strings.Count(j, "sandbox adopted") < 2 {
+			t.Errorf("journal of %s: want adopted twice (restart, kill -9):\n%s", id, lastLines(j, 20))
 		}
+	}
+
+	// The agent's client followed both successors: the exit status of a
+	// kill reaches it.
+	must(t, as("alice", "sodactl", "sandbox", "kill", agentID))
+	agent.finish(t, 20*time.Second)
+	if code := agent.cmd.ProcessState.ExitCode(); code != 143 {
+		t.Errorf("sodactl run across two sodad restarts: exit %d, want 143 (killed by SIGTERM)\n%s", code, lastLines(agent.stderr.String(), 20))
+	}
+
+	// systemctl stop ends them: nothing left.
+	must(t, b.exec(runOpts{timeout: 60 * time.Second}, "systemctl", "stop", "sodad"))
+	waitFor(t, 20*time.Second, "no sandbox process after systemctl stop sodad", func() bool {
+		return b.run("pgrep", "-f", "^sleep 301").code == 1
+	})
+	if out := strings.TrimSpace(b.run("ls", "/var/lib/soda/sodad/sandboxes").stdout); out != "" {
+		t.Errorf("records left after systemctl stop sodad: %s", out)
+	}
+	if j := b.run("journalctl", "--no-pager", "-o", "cat", "-u", "sodad").stdout; strings.Count(j, "sandbox ended: sodad stopping") < 5 {
+		t.Errorf("journal lacks 'sandbox ended: sodad stopping' 5 times:\n%s", lastLines(j, 20))
+	}
+	if out := b.run("sh", "-c", "systemctl list-units --no-legend --all 'soda-sandbox-*' | grep -v inactive || true").stdout; strings.TrimSpace(out) != "" {
+		t.Errorf("sandbox units left after systemctl stop sodad:\n%s", out)
+	}
+	if n := stored(); n != "0" {
+		t.Errorf("descriptors left in sodad's fd store after stop: %s", n)
+	}
+	if out := strings.TrimSpace(b.run("sh", "-c", "pgrep -a -f '^[^ ]*soda-sandbox-init' || true").stdout); out != "" {
+		t.Errorf("sandbox init processes left after systemctl stop sodad:\n%s", out)
 	}
 
 	// 7. Idle exit: with no sandbox and no call for the idle time, sodad

@@ -32,7 +32,7 @@ const (
 	RoleEnv  = "SODA_SANDBOX_ROLE"
 	RoleInit = "init"
 	RoleHold = "hold"
-	// FDsEnv lists init's descriptors: cfg,status,egress[,userns…][,exec]
+	// FDsEnv lists init's descriptors: cfg,status,egress,life[,userns…][,exec]
 	// (see ParseFDs).
 	FDsEnv = "SODA_SANDBOX_FDS"
 	// PlacedByte follows the configuration on the config pipe once the
@@ -42,13 +42,30 @@ const (
 	// Version is the version of this protocol, sent in Config.Version:
 	// init refuses a configuration of another version (a host and an init
 	// binary from different builds).
-	Version = 2
+	Version = 3
 )
 
 // GitTemplateDir is the sandbox's empty, read-only git template directory
 // (GIT_TEMPLATE_DIR): git init and git clone copy no hooks there (see
 // internal/sandboxinit/newrepo_linux.go).
 const GitTemplateDir = "/run/soda-sandbox/git-template"
+
+// The life socket (the fourth descriptor of FDsEnv, a SOCK_SEQPACKET
+// socket pair) ties init to its supervisor. Init holds its end until it
+// exits and never reads anything but the end of it: when every copy of
+// the host's end is closed (the supervisor died and nothing kept its end,
+// such as systemd's file descriptor store), init kills the command and
+// exits, so that no sandbox runs without someone holding its egress. Just
+// before it exits with the command's status, init sends that status as
+// one LifeExit message: a supervisor that adopted the sandbox (and so is
+// not init's parent, and cannot wait for it) learns it there.
+//
+// LifeExit is that message.
+type LifeExit struct {
+	// Code is init's exit status: the command's, 128+N when signal N
+	// killed it.
+	Code int `json:"code"`
+}
 
 // SandboxHome is where the sandbox's home appears inside it.
 const SandboxHome = "/home/agent"
@@ -75,7 +92,7 @@ type Config struct {
 	// UserNS is true when init runs in a new user namespace (non-root).
 	UserNS bool `json:"userns"`
 	// IDMaps gives, per granted path, the index of the user namespace fd
-	// (after cfg,status,egress) to idmap it with; -1 or absent: no idmap.
+	// (after cfg,status,egress,life) to idmap it with; -1 or absent: no idmap.
 	IDMaps map[string]int `json:"idmaps,omitempty"`
 	// Identities holds the device and inode each granted path (and the
 	// home) had when the host checked it; init mounts a path only if it
@@ -110,6 +127,10 @@ type Config struct {
 	// Persistent: init runs no command of its own but serves exec
 	// requests on the last descriptor of FDsEnv (ExecRequest).
 	Persistent bool `json:"persistent,omitempty"`
+	// Adoptable: the sandbox may outlive its starter (a supervisor that
+	// hands it to its successor): init sets no parent-death signal and
+	// relies on the life socket alone.
+	Adoptable bool `json:"adoptable,omitempty"`
 }
 
 // Status is one line init writes on the status pipe.

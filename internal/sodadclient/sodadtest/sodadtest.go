@@ -148,6 +148,16 @@ func (f *Fake) Leave() error {
 	return err
 }
 
+// Return owns sodad's name again, with the same sandboxes: a successor
+// that adopted them.
+func (f *Fake) Return() error {
+	r, err := f.conn.RequestName(sodadclient.BusName, dbus.NameFlagDoNotQueue)
+	if err == nil && r != dbus.RequestNameReplyPrimaryOwner {
+		err = fmt.Errorf("request %s: reply %d", sodadclient.BusName, r)
+	}
+	return err
+}
+
 // CreatedCh receives once per sandbox created.
 func (f *Fake) CreatedCh() <-chan struct{} { return f.created }
 
