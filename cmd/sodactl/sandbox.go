@@ -29,6 +29,7 @@ const sandboxUsage = `Usage: sodactl sandbox list [--json]
        sodactl sandbox revoke ID TARGET
        sodactl sandbox audit [--follow] ID
        sodactl sandbox profiles [--json]
+       sodactl sandbox mcp --direct [OPTIONS]   (see sodactl sandbox mcp --help)
 
 Operate the sandboxes of sodad, soda's supervisor, over the system bus
 (its D-Bus API, io.github.soda_project.Soda1). You see and act on your own
@@ -64,6 +65,9 @@ needs one fails with a message saying so.
 
 // sandboxCommand implements "sodactl sandbox".
 func sandboxCommand(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "mcp" {
+		return sandboxMCPCommand(args[1:], os.Stdin, stdout, stderr)
+	}
 	fs := newFlagSet("sodactl sandbox")
 	var asJSON, private, follow bool
 	sig := "TERM"

@@ -145,6 +145,11 @@ type Spec struct {
 	// Home is a host directory mounted read-write as the sandbox's $HOME
 	// (/home/agent). It must exist; the caller fills it (agent configs).
 	Home string
+	// WorkspaceSize, when not 0, gives the sandbox a private workspace at
+	// SandboxWorkspace: a tmpfs of that many bytes, where a write past it
+	// fails (ENOSPC). It is the default working directory then; the host
+	// does not see it (Exec commands read and write it).
+	WorkspaceSize int64
 	// Egress is what the sandbox may reach; see package egress.
 	Egress egress.Policy
 	// NoNetwork closes the network: only loopback, with nothing listening
@@ -188,6 +193,9 @@ func (k Knobs) unavailable(l Layer) bool { return slices.Contains(k.Unavailable,
 
 // SandboxHome is where Spec.Home appears inside the sandbox.
 const SandboxHome = wire.SandboxHome
+
+// SandboxWorkspace is where Spec.WorkspaceSize's workspace appears.
+const SandboxWorkspace = wire.SandboxWorkspace
 
 // newID makes a sandbox id (Spec.ID).
 func newID() string {
@@ -242,13 +250,20 @@ func (s *Spec) Normalize() error {
 			return fmt.Errorf("--unprotect %s: %w", p, err)
 		}
 	}
-	if s.Dir == "" {
+	if s.WorkspaceSize < 0 {
+		return fmt.Errorf("workspace size %d: want a positive size", s.WorkspaceSize)
+	}
+	switch {
+	case s.Dir == "" && s.WorkspaceSize > 0:
+		s.Dir = SandboxWorkspace
+	case s.Dir == "":
 		if len(s.ReadWrite) > 0 {
 			s.Dir = s.ReadWrite[0]
 		} else {
 			s.Dir = SandboxHome
 		}
-	} else if s.Dir != SandboxHome {
+	case s.Dir == SandboxWorkspace && s.WorkspaceSize > 0, s.Dir == SandboxHome:
+	default:
 		d, err := resolveDir(s.Dir)
 		if err != nil {
 			return fmt.Errorf("working directory: %w", err)

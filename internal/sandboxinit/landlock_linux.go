@@ -42,6 +42,9 @@ func applyLandlock(cfg *config) (int, error) {
 		Scoped:          landlock.ScopedSet(llsys.ScopeSignal | llsys.ScopeAbstractUnixSocket),
 	}
 	writable := []string{wire.SandboxHome, "/tmp", "/var/tmp", "/dev/shm"}
+	if cfg.WorkspaceSize > 0 {
+		writable = append(writable, wire.SandboxWorkspace)
+	}
 	writable = append(writable, cfg.ReadWrite...)
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),

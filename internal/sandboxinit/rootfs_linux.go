@@ -168,6 +168,11 @@ func buildRoot(cfg *config, userns []*os.File) error {
 	if err := mountHome(oldRoot+cfg.Home, cfg); err != nil {
 		return fmt.Errorf("mount home: %w", err)
 	}
+	if cfg.WorkspaceSize > 0 {
+		if err := mountWorkspace(cfg); err != nil {
+			return fmt.Errorf("mount workspace: %w", err)
+		}
+	}
 	grants, err := mountGrants(cfg, userns)
 	if err != nil {
 		return err
@@ -395,6 +400,19 @@ func emptyTmpfs(dst string) error {
 // every service), and copies into it what the host prepared in src (the
 // agents' configuration files): regular files and directories only, read
 // through src as checked (no symlink followed, the same directory).
+// mountWorkspace mounts the sandbox's private workspace: a tmpfs of
+// cfg.WorkspaceSize bytes (and one inode per wire.InodeBytes of it).
+func mountWorkspace(cfg *config) error {
+	if err := os.MkdirAll(wire.SandboxWorkspace, 0o755); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("mode=0755,uid=%d,gid=%d,size=%d,nr_inodes=%d", cfg.UID, cfg.GID, cfg.WorkspaceSize, inodes(cfg.WorkspaceSize))
+	if err := unix.Mount("soda-workspace", wire.SandboxWorkspace, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", wire.SandboxWorkspace, err)
+	}
+	return nil
+}
+
 func mountHome(src string, cfg *config) error {
 	if err := os.MkdirAll(wire.SandboxHome, 0o755); err != nil {
 		return err

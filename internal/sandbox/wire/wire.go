@@ -70,6 +70,10 @@ type LifeExit struct {
 // SandboxHome is where the sandbox's home appears inside it.
 const SandboxHome = "/home/agent"
 
+// SandboxWorkspace is where a sandbox's private workspace (a tmpfs of
+// Config.WorkspaceSize bytes) appears inside it.
+const SandboxWorkspace = "/workspace"
+
 // InodeBytes is how many bytes of a private tmpfs (home, /tmp) allow one
 // inode: 131,072 files in 1 GiB, plenty for caches and node_modules, and
 // bounded, unlike tmpfs's own default of half the host's memory pages.
@@ -131,6 +135,10 @@ type Config struct {
 	// hands it to its successor): init sets no parent-death signal and
 	// relies on the life socket alone.
 	Adoptable bool `json:"adoptable,omitempty"`
+	// WorkspaceSize, when not 0, mounts a private tmpfs of that many
+	// bytes at SandboxWorkspace, owned by UID: the kernel refuses writes
+	// past it (ENOSPC).
+	WorkspaceSize int64 `json:"workspace_size,omitempty"`
 }
 
 // Status is one line init writes on the status pipe.

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sessionmcp"
+	"github.com/soda-project/soda/internal/systemd"
+	"github.com/soda-project/soda/internal/version"
+)
+
+const sandboxMCPUsage = `Usage: sodactl sandbox mcp --direct [OPTIONS]
+
+A stdio MCP server of persistent sandboxes: an agent creates a sandbox (a
+real OS sandbox, as sodactl run makes, kept alive) with a private
+workspace, seeds it, runs commands and scripts in it again and again,
+reads and writes its files, diffs it against the seeded baseline, resets
+and closes it. Tools: sandbox_create, sandbox_seed, sandbox_write_files,
+sandbox_read_files, sandbox_exec, sandbox_run_script, sandbox_diff,
+sandbox_reset, sandbox_audit, sandbox_close (sodactl(1), SESSIONS).
+Standard output is JSON-RPC only; diagnostics go to standard error. The
+sandboxes end with the server, leaving nothing.
+
+The network, limits and flags are fixed here; no tool argument widens
+them. Without --allow the sandboxes have no network.
+
+Options:
+  --direct                 run the sandboxes in this process (required:
+                           sessions through sodad are not built yet)
+  --max-sandboxes N        live sandboxes at most (default 8)
+  --quota SIZE             each workspace's size, enforced by the kernel
+                           (default 512M)
+  --idle-expiry DURATION   end a sandbox no call used for that long
+                           (default 4h)
+  --exec-timeout DURATION  per execution, at most (default 5m)
+  --allow HOST:PORT[,...]  let the sandboxes reach HOST:PORT through the
+                           egress proxy (repeatable)
+  --memory-max SIZE        memory of each sandbox (default 4G)
+  --tasks-max N            processes and threads of each sandbox (1024)
+  --allow-degraded LAYERS  run without these layers where the host lacks
+                           them (e.g. cgroup), as sodactl run does
+  -v, --verbose            log debug lines on standard error
+  -h, --help               show this help
+`
+
+// sandboxMCPCommand implements "sodactl sandbox mcp".
+func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("sodactl sandbox mcp")
+	lim := session.DefaultLimits
+	var direct, verbose bool
+	var quota, memMax, degraded string
+	var allow listFlag
+	var tasksMax int64
+	fs.BoolVar(&direct, "direct", false, "")
+	fs.IntVar(&lim.MaxSessions, "max-sandboxes", lim.MaxSessions, "")
+	fs.StringVar(&quota, "quota", "512M", "")
+	fs.DurationVar(&lim.IdleExpiry, "idle-expiry", lim.IdleExpiry, "")
+	fs.DurationVar(&lim.ExecTimeout, "exec-timeout", lim.ExecTimeout, "")
+	fs.Var(&allow, "allow", "")
+	fs.StringVar(&memMax, "memory-max", "", "")
+	fs.Int64Var(&tasksMax, "tasks-max", 0, "")
+	fs.StringVar(&degraded, "allow-degraded", "", "")
+	fs.BoolVar(&verbose, "verbose", false, "")
+	fs.BoolVar(&verbose, "v", false, "")
+	pos, err := parseInterspersed(fs, args, sandboxMCPUsage, "sodactl sandbox mcp")
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("sodactl sandbox mcp", "unexpected argument %q", pos[0])
+	}
+	if !direct {
+		return usagef("sodactl sandbox mcp", "sessions through sodad are not built yet: run with --direct (the sandboxes then run in this process, as sodactl run --direct)")
+	}
+	if lim.MaxSessions < 1 || lim.IdleExpiry <= 0 || lim.ExecTimeout <= 0 {
+		return usagef("sodactl sandbox mcp", "--max-sandboxes, --idle-expiry and --exec-timeout must be positive")
+	}
+	if lim.Quota, err = parseSize(quota); err != nil || lim.Quota < 1<<20 {
+		return usagef("sodactl sandbox mcp", "--quota %q: want a size of at least 1M (e.g. 512M, 2G)", quota)
+	}
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	journal := log
+	if systemd.JournalAvailable() {
+		journal = slog.New(systemd.NewJournalHandler(slog.LevelInfo))
+	}
+
+	tmpl := sandbox.Spec{NoNetwork: len(allow) == 0}
+	for _, a := range allow {
+		g, err := egress.ParseGrant(a, false)
+		if err != nil {
+			return usagef("sodactl sandbox mcp", "--allow %s: %v", a, err)
+		}
+		tmpl.Egress.Allow = append(tmpl.Egress.Allow, g)
+	}
+	if tmpl.Limits.MemoryMax, err = parseSize(memMax); err != nil {
+		return usagef("sodactl sandbox mcp", "--memory-max: %v", err)
+	}
+	tmpl.Limits.TasksMax = tasksMax
+	if degraded != "" {
+		if tmpl.AllowDegraded, err = sandbox.ParseLayers(degraded); err != nil {
+			return usagef("sodactl sandbox mcp", "--allow-degraded: %v", err)
+		}
+	}
+
+	var mgr *session.Manager
+	ecfg := sandbox.Detect()
+	ecfg.Log = log
+	ecfg.Audit = func(r sandbox.Record) {
+		if r.Event == "egress" && r.Egress != nil && mgr != nil {
+			mgr.Egress(r.Sandbox, r.Egress.Target, r.Egress.Decision, r.Egress.Reason)
+		}
+	}
+	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
+		return err
+	}
+	engine, err := sandbox.New(ecfg)
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	mgr = session.NewManager(&session.Direct{Engine: engine, Template: tmpl}, lim, log, journal)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	go func() {
+		if removed, err := engine.SweepLeftovers(ctx); err != nil {
+			log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
+		}
+	}()
+	server := sessionmcp.NewServer(mgr, "direct", version.Version)
+	log.Info("sandbox MCP server ready", "backend", "direct", "max_sandboxes", lim.MaxSessions, "quota", lim.Quota,
+		"idle_expiry", lim.IdleExpiry, "exec_timeout", lim.ExecTimeout, "network", !tmpl.NoNetwork)
+	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	err = server.Run(ctx, t)
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mgr.Close(cctx)
+	if err != nil && ctx.Err() == nil && err != io.EOF {
+		return fmt.Errorf("sandbox MCP server: %w", err)
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+

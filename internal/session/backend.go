@@ -1,0 +1,37 @@
+package session
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Backend starts live sandboxes with a private workspace: the engine in
+// this process (Direct) or sodad (later). The network, limits and flags
+// are the backend's, fixed when it was made; nothing a session asks for
+// widens them.
+type Backend interface {
+	// Start starts a live sandbox whose workspace (a tmpfs at
+	// /workspace, the commands' working directory) holds quota bytes.
+	Start(ctx context.Context, quota int64) (Box, error)
+	// Mode names the backend for the log: "direct" or "sodad".
+	Mode() string
+}
+
+// Box is a live sandbox.
+type Box interface {
+	// ID is its engine's (or sodad's) id: the journal's SODA_SANDBOX.
+	ID() string
+	// Exec runs argv in the sandbox, in dir (inside /workspace), with
+	// stdin, writing stdout and stderr, killing it at timeout.
+	Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (ExitStatus, error)
+	// Close ends the sandbox and everything in it.
+	Close(ctx context.Context) error
+}
+
+// ExitStatus is how an Exec ended.
+type ExitStatus struct {
+	Code     int
+	Signal   string
+	TimedOut bool
+}
