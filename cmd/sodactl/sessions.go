@@ -158,4 +158,3 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-

@@ -171,7 +171,9 @@ func must(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any)
 	return r, text
 }
 
-func file(path, content string) map[string]any { return map[string]any{"path": path, "content": content} }
+func file(path, content string) map[string]any {
+	return map[string]any{"path": path, "content": content}
+}
 
 // TestDiscovery: the ten tools with input and output schemas, and the
 // server's stdout holds nothing but JSON-RPC (the client would fail on
