@@ -127,7 +127,7 @@ func (m *Manager) expire() {
 		m.mu.Lock()
 		var idle []*Session
 		for _, s := range m.sessions {
-			if time.Now().After(s.Expires()) {
+			if time.Now().After(s.used.Add(m.lim.IdleExpiry)) { // s.used is m.mu's
 				idle = append(idle, s)
 			}
 		}

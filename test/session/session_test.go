@@ -308,3 +308,18 @@ func TestWorkflow(t *testing.T) {
 		t.Errorf("exec after close: %+v", r)
 	}
 }
+
+// callRaw calls tool and reports a JSON-RPC error as (nil, err, true).
+func callRaw(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (*result, error, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return nil, err, true
+	}
+	var r result
+	data, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(data, &r)
+	return &r, nil, res.IsError
+}
