@@ -6,6 +6,7 @@
 #   make bench      soda-mcpd side by side with supergateway and mcp-proxy
 #   make bench-sandbox  sodactl run side by side with codex sandbox and srt
 #   make bench-sodad    a sandbox through sodad against a direct sodactl run
+#   make bench-sessions persistent sandbox sessions against a cold sodactl run
 #   make bench-conformance  the MCP conformance runner, reference vs soda-mcpd
 #   make man        render man pages
 
@@ -16,7 +17,7 @@ BINS    := soda-mcpd sodactl soda-sandbox-init sodad
 MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8 man/soda-profile.5 man/sodad.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
-.PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox bench-sodad bench-conformance man clean
+.PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-conformance man clean
 
 all: build
 
@@ -82,6 +83,11 @@ bench-sandbox: build
 # A sandbox through sodad against a direct sodactl run (systemd box).
 bench-sodad:
 	bash bench/sodad.sh
+
+# Persistent sandbox sessions (sodactl sandbox mcp) against a cold
+# sodactl run, in one run.
+bench-sessions:
+	bash bench/sessions.sh
 
 # The official MCP conformance runner against the reference server directly
 # and behind soda-mcpd; needs CONFORMANCE_SERVER (see bench/conformance.sh).

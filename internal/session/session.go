@@ -91,6 +91,19 @@ type Manager struct {
 	closed   bool
 	stop     chan struct{}
 	done     chan struct{}
+
+	// spare is a sandbox started ahead, so that sandbox_create need not
+	// wait for one to start: at most one, made after each create while
+	// there is room for another session (sessions plus spare never exceed
+	// MaxSessions), closed with the Manager.
+	spare     chan spareBox
+	spareBusy bool // a spare is being started
+}
+
+// spareBox is a started spare, or why it could not start.
+type spareBox struct {
+	box Box
+	err error
 }
 
 // NewManager returns a Manager whose sessions run on b within lim (zero
@@ -105,7 +118,8 @@ func NewManager(b Backend, lim Limits, log, journal *slog.Logger) *Manager {
 		journal = log
 	}
 	m := &Manager{backend: b, lim: lim, log: log, journal: journal, sessions: map[string]*Session{},
-		gone: map[string]string{}, byBox: map[string]*Session{}, stop: make(chan struct{}), done: make(chan struct{})}
+		gone: map[string]string{}, byBox: map[string]*Session{}, stop: make(chan struct{}), done: make(chan struct{}),
+		spare: make(chan spareBox, 1)}
 	go m.expire()
 	return m
 }
@@ -158,6 +172,9 @@ func (m *Manager) Close(ctx context.Context) {
 	m.mu.Unlock()
 	close(m.stop)
 	<-m.done
+	if sp := m.takeSpare(true); sp.box != nil {
+		_ = sp.box.Close(ctx)
+	}
 	for _, s := range all {
 		s.mu.Lock()
 		s.endLocked(ctx, "close", "the server is stopping")
@@ -213,7 +230,15 @@ func (m *Manager) Create(ctx context.Context, files []File) (*Session, []Event, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.call = []Event{}
-	box, err := m.backend.Start(ctx, m.lim.Quota)
+	t0 := time.Now()
+	var box Box
+	if sp := m.takeSpare(false); sp.box != nil || sp.err != nil {
+		box, err = sp.box, sp.err
+	} else {
+		box, err = m.backend.Start(ctx, m.lim.Quota)
+	}
+	tStart := time.Since(t0)
+	m.refillSpare()
 	if err != nil {
 		m.mu.Lock()
 		delete(m.sessions, id)
@@ -232,7 +257,44 @@ func (m *Manager) Create(ctx context.Context, files []File) (*Session, []Event, 
 			return nil, nil, err
 		}
 	}
+	m.log.Debug("session created", "session", id, "start", tStart, "seed", time.Since(t0)-tStart, "files", len(dec))
 	return s, s.takeCall(), nil
+}
+
+// takeSpare returns the spare, waiting for one being started; wait also
+// waits when none is (Close). An empty spareBox: none.
+func (m *Manager) takeSpare(closing bool) spareBox {
+	m.mu.Lock()
+	busy := m.spareBusy
+	m.mu.Unlock()
+	if busy {
+		sp := <-m.spare
+		m.mu.Lock()
+		m.spareBusy = false
+		m.mu.Unlock()
+		return sp
+	}
+	select {
+	case sp := <-m.spare:
+		return sp
+	default:
+		return spareBox{}
+	}
+}
+
+// refillSpare starts a spare in the background when there is room for
+// one more session and none is there or starting.
+func (m *Manager) refillSpare() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.spareBusy || len(m.spare) > 0 || len(m.sessions)+1 > m.lim.MaxSessions {
+		return
+	}
+	m.spareBusy = true
+	go func() {
+		box, err := m.backend.Start(context.Background(), m.lim.Quota)
+		m.spare <- spareBox{box, err}
+	}()
 }
 
 func newID() string {
