@@ -15,11 +15,13 @@ import (
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/session"
 	"github.com/soda-project/soda/internal/sessionmcp"
+	"github.com/soda-project/soda/internal/sodadclient"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/version"
 )
 
-const sandboxMCPUsage = `Usage: sodactl sandbox mcp --direct [OPTIONS]
+const sandboxMCPUsage = `Usage: sodactl sandbox mcp --profile NAME [OPTIONS]
+       sodactl sandbox mcp --direct [OPTIONS]
 
 A stdio MCP server of persistent sandboxes: an agent creates a sandbox (a
 real OS sandbox, as sodactl run makes, kept alive) with a private
@@ -32,11 +34,16 @@ Standard output is JSON-RPC only; diagnostics go to standard error. The
 sandboxes end with the server, leaving nothing.
 
 The network, limits and flags are fixed here; no tool argument widens
-them. Without --allow the sandboxes have no network.
+them. With --direct and no --allow the sandboxes have no network.
+
+With --profile, each sandbox is sodad's, created over the system bus
+under your identity within the profile NAME (its allow-list, limits and
+polkit rules; sodactl sandbox profiles lists yours). With --direct, the
+sandboxes run in this process, as sodactl run --direct.
 
 Options:
-  --direct                 run the sandboxes in this process (required:
-                           sessions through sodad are not built yet)
+  --profile NAME           sodad's profile for the sandboxes
+  --direct                 run the sandboxes in this process
   --max-sandboxes N        live sandboxes at most (default 8)
   --quota SIZE             each workspace's size, enforced by the kernel
                            (default 512M)
@@ -44,7 +51,9 @@ Options:
                            (default 4h)
   --exec-timeout DURATION  per execution, at most (default 5m)
   --allow HOST:PORT[,...]  let the sandboxes reach HOST:PORT through the
-                           egress proxy (repeatable)
+                           egress proxy (repeatable). With --profile, the
+                           profile's allow-list applies, narrowed to these
+                           targets if given; with --direct, nothing else
   --memory-max SIZE        memory of each sandbox (default 4G)
   --tasks-max N            processes and threads of each sandbox (1024)
   --allow-degraded LAYERS  run without these layers where the host lacks
@@ -58,7 +67,8 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	fs := newFlagSet("sodactl sandbox mcp")
 	lim := session.DefaultLimits
 	var direct, verbose bool
-	var quota, memMax, degraded string
+	var quota, memMax, degraded, profileName string
+	fs.StringVar(&profileName, "profile", "", "")
 	var allow listFlag
 	var tasksMax int64
 	fs.BoolVar(&direct, "direct", false, "")
@@ -79,8 +89,8 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	if len(pos) > 0 {
 		return usagef("sodactl sandbox mcp", "unexpected argument %q", pos[0])
 	}
-	if !direct {
-		return usagef("sodactl sandbox mcp", "sessions through sodad are not built yet: run with --direct (the sandboxes then run in this process, as sodactl run --direct)")
+	if direct == (profileName != "") {
+		return usagef("sodactl sandbox mcp", "give --profile NAME (sandboxes of sodad) or --direct (sandboxes in this process)")
 	}
 	if lim.MaxSessions < 1 || lim.IdleExpiry <= 0 || lim.ExecTimeout <= 0 {
 		return usagef("sodactl sandbox mcp", "--max-sandboxes, --idle-expiry and --exec-timeout must be positive")
@@ -116,33 +126,59 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		}
 	}
 
-	var mgr *session.Manager
-	ecfg := sandbox.Detect()
-	ecfg.Log = log
-	ecfg.Audit = func(r sandbox.Record) {
-		if r.Event == "egress" && r.Egress != nil && mgr != nil {
-			mgr.Egress(r.Sandbox, r.Egress.Target, r.Egress.Decision, r.Egress.Reason)
-		}
-	}
-	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
-		return err
-	}
-	engine, err := sandbox.New(ecfg)
-	if err != nil {
-		return err
-	}
-	defer engine.Close()
-	mgr = session.NewManager(&session.Direct{Engine: engine, Template: tmpl}, lim, log, journal)
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	go func() {
-		if removed, err := engine.SweepLeftovers(ctx); err != nil {
-			log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
+	var mgr *session.Manager
+	mode := "direct"
+	if profileName != "" {
+		mode = "sodad"
+		c, err := sodadclient.Connect(ctx)
+		if err != nil {
+			return err
 		}
-	}()
-	server := sessionmcp.NewServer(mgr, "direct", version.Version)
-	log.Info("sandbox MCP server ready", "backend", "direct", "max_sandboxes", lim.MaxSessions, "quota", lim.Quota,
+		defer c.Close()
+		if ok, err := c.Available(ctx); err != nil || !ok {
+			return fmt.Errorf("sodad is not on the system bus (%v): install or start sodad.service, or run with --direct", err)
+		}
+		if degraded != "" {
+			return usagef("sodactl sandbox mcp", "--allow-degraded is sodad's to decide (the profile), not the caller's")
+		}
+		// The profile's allow-list, unless --allow narrows it; no MCP
+		// servers (a session runs commands, not an agent).
+		spec := sodadclient.Spec{MCP: []string{}, MemoryMax: uint64(tmpl.Limits.MemoryMax), TasksMax: uint64(tasksMax)}
+		if len(allow) > 0 {
+			spec.Allow, spec.AllowPrivate = []string{}, []string{}
+			for _, g := range tmpl.Egress.Allow {
+				spec.Allow = append(spec.Allow, g.String())
+			}
+		}
+		mgr = session.NewManager(&session.Sodad{Client: c, Profile: profileName, Spec: spec}, lim, log, journal)
+	} else {
+		ecfg := sandbox.Detect()
+		ecfg.Log = log
+		ecfg.Audit = func(r sandbox.Record) {
+			if r.Event == "egress" && r.Egress != nil && mgr != nil {
+				mgr.Egress(r.Sandbox, r.Egress.Target, r.Egress.Decision, r.Egress.Reason)
+			}
+		}
+		if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
+			return err
+		}
+		engine, err := sandbox.New(ecfg)
+		if err != nil {
+			return err
+		}
+		defer engine.Close()
+		mgr = session.NewManager(&session.Direct{Engine: engine, Template: tmpl}, lim, log, journal)
+
+		go func() {
+			if removed, err := engine.SweepLeftovers(ctx); err != nil {
+				log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
+			}
+		}()
+	}
+	server := sessionmcp.NewServer(mgr, mode, version.Version)
+	log.Info("sandbox MCP server ready", "backend", mode, "profile", profileName, "max_sandboxes", lim.MaxSessions, "quota", lim.Quota,
 		"idle_expiry", lim.IdleExpiry, "exec_timeout", lim.ExecTimeout, "network", !tmpl.NoNetwork)
 	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
 	err = server.Run(ctx, t)

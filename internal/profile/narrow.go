@@ -197,6 +197,7 @@ func (p *Profile) narrowLimits(req Limits, add func(key, requested, ceiling, for
 		{"TasksMax", &out.TasksMax, c.TasksMax, true},
 		{"TmpSize", &out.TmpSize, c.TmpSize, false},
 		{"HomeSize", &out.HomeSize, c.HomeSize, false},
+		{"WorkspaceSize", &out.WorkspaceSize, c.WorkspaceSize, false},
 	}
 	for _, s := range sizes {
 		format := FormatSize

@@ -75,7 +75,7 @@ func TestNarrow(t *testing.T) {
 			want: Request{
 				MCP:    []string{"jira", "github"},
 				Allow:  []egress.Grant{g("api.github.com:443"), g("*.example.com:443"), gp("gitlab.internal:443")},
-				Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30},
+				Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30, WorkspaceSize: 512 << 20},
 			},
 		},
 		{
@@ -85,25 +85,25 @@ func TestNarrow(t *testing.T) {
 				Allow:     []egress.Grant{g("example.com:443"), g("a.b.example.com:443"), g("*.b.example.com:443"), g("gitlab.internal:443")},
 				ReadWrite: []string{work + "/proj"},
 				ReadOnly:  []string{filepath.Join(root, "ref/docs"), work},
-				Limits:    Limits{MemoryMax: 1 << 30, TasksMax: 512, CPUPercent: 50, Timeout: time.Hour, TmpSize: 1 << 20, HomeSize: 1 << 30},
+				Limits:    Limits{MemoryMax: 1 << 30, TasksMax: 512, CPUPercent: 50, Timeout: time.Hour, TmpSize: 1 << 20, HomeSize: 1 << 30, WorkspaceSize: 512 << 20},
 			},
 			want: Request{
 				MCP:       []string{"jira"},
 				Allow:     []egress.Grant{g("example.com:443"), g("a.b.example.com:443"), g("*.b.example.com:443"), g("gitlab.internal:443")},
 				ReadWrite: []string{work + "/proj"},
 				ReadOnly:  []string{filepath.Join(root, "ref/docs"), work},
-				Limits:    Limits{MemoryMax: 1 << 30, TasksMax: 512, CPUPercent: 50, Timeout: time.Hour, TmpSize: 1 << 20, HomeSize: 1 << 30},
+				Limits:    Limits{MemoryMax: 1 << 30, TasksMax: 512, CPUPercent: 50, Timeout: time.Hour, TmpSize: 1 << 20, HomeSize: 1 << 30, WorkspaceSize: 512 << 20},
 			},
 		},
 		{
 			name: "empty lists grant nothing",
 			req:  Request{MCP: []string{}, Allow: []egress.Grant{}},
-			want: Request{MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30}},
+			want: Request{MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30, WorkspaceSize: 512 << 20}},
 		},
 		{
 			name: "no network",
 			req:  Request{NoNetwork: true},
-			want: Request{NoNetwork: true, MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30}},
+			want: Request{NoNetwork: true, MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30, WorkspaceSize: 512 << 20}},
 		},
 	}
 	for _, tt := range tests {

@@ -82,6 +82,9 @@ type Limits struct {
 	TmpSize int64
 	// HomeSize is the size of the sandbox's private home in bytes.
 	HomeSize int64
+	// WorkspaceSize is the size of a live sandbox's private workspace
+	// (sodactl sandbox mcp sessions) in bytes.
+	WorkspaceSize int64
 }
 
 // DefaultLimits are a profile's ceilings for the keys it does not set:
@@ -93,6 +96,8 @@ var DefaultLimits = Limits{
 	TasksMax:  1024,
 	TmpSize:   1 << 30,
 	HomeSize:  1 << 30,
+	// The sessions' default quota (issue 13).
+	WorkspaceSize: 512 << 20,
 }
 
 // Profile is one parsed profile.
@@ -238,7 +243,7 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 	for _, f := range []struct {
 		v *int64
 		d int64
-	}{{&l.MemoryMax, DefaultLimits.MemoryMax}, {&l.TasksMax, DefaultLimits.TasksMax}, {&l.TmpSize, DefaultLimits.TmpSize}, {&l.HomeSize, DefaultLimits.HomeSize}} {
+	}{{&l.MemoryMax, DefaultLimits.MemoryMax}, {&l.TasksMax, DefaultLimits.TasksMax}, {&l.TmpSize, DefaultLimits.TmpSize}, {&l.HomeSize, DefaultLimits.HomeSize}, {&l.WorkspaceSize, DefaultLimits.WorkspaceSize}} {
 		if *f.v == 0 {
 			*f.v = f.d
 		}
@@ -250,7 +255,7 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 var single = map[string]bool{
 	"Profile.Description": true, "Grants.NoNetwork": true,
 	"Limits.MemoryMax": true, "Limits.TasksMax": true, "Limits.CPUQuota": true,
-	"Limits.Timeout": true, "Limits.TmpSize": true, "Limits.HomeSize": true,
+	"Limits.Timeout": true, "Limits.TmpSize": true, "Limits.HomeSize": true, "Limits.WorkspaceSize": true,
 }
 
 // words splits a list value at white space and commas (sodactl's flags take
@@ -352,6 +357,8 @@ func (p *Profile) apply(o config.Option) error {
 			l.TmpSize, err = config.ParseBytes(v)
 		case "HomeSize":
 			l.HomeSize, err = config.ParseBytes(v)
+		case "WorkspaceSize":
+			l.WorkspaceSize, err = config.ParseBytes(v)
 		case "TasksMax":
 			l.TasksMax, err = parseCount(v)
 		case "CPUQuota":
@@ -359,7 +366,7 @@ func (p *Profile) apply(o config.Option) error {
 		case "Timeout":
 			l.Timeout, err = config.ParseTimespan(v)
 		default:
-			return errors.New("unknown key (known: MemoryMax, TasksMax, CPUQuota, Timeout, TmpSize, HomeSize)")
+			return errors.New("unknown key (known: MemoryMax, TasksMax, CPUQuota, Timeout, TmpSize, HomeSize, WorkspaceSize)")
 		}
 		return err
 	default:

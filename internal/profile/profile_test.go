@@ -60,7 +60,7 @@ func TestParseFull(t *testing.T) {
 			mustGrant(t, "gitlab.internal:443", true),
 		},
 		ReadWritePaths: []string{"/srv/work"}, ReadOnlyPaths: []string{"/srv/reference"},
-		Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 2 << 30, HomeSize: DefaultLimits.HomeSize},
+		Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 2 << 30, HomeSize: DefaultLimits.HomeSize, WorkspaceSize: DefaultLimits.WorkspaceSize},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("Parse:\n got %+v\nwant %+v", p, want)

@@ -65,18 +65,27 @@ type directBox struct {
 
 func (b *directBox) ID() string { return b.id }
 
-// Exec implements Box: pipes for the streams, copied while it runs.
+// Exec implements Box.
 func (b *directBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (ExitStatus, error) {
-	es := sandbox.ExecSpec{Argv: argv, Dir: dir, Timeout: timeout}
+	return withPipes(stdin, stdout, stderr, func(in, out, errOut *os.File) (ExitStatus, error) {
+		st, err := b.sb.Exec(ctx, sandbox.ExecSpec{Argv: argv, Dir: dir, Timeout: timeout, Stdin: in, Stdout: out, Stderr: errOut})
+		return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut}, err
+	})
+}
+
+// withPipes runs run with pipes for the command's streams, copied from
+// stdin and to stdout and stderr while it runs (in is nil without stdin).
+// Once run returns, the output is read until its end, at most 2 s more:
+// a background process the command left holding its stdout must not hold
+// the call, and what it writes later goes nowhere.
+func withPipes(stdin io.Reader, stdout, stderr io.Writer, run func(in, out, errOut *os.File) (ExitStatus, error)) (ExitStatus, error) {
 	var copies sync.WaitGroup
 	var closeAfter []*os.File
+	var seals []*sealWriter
 	defer func() {
 		for _, f := range closeAfter {
 			f.Close()
 		}
-	}()
-	var seals []*sealWriter
-	defer func() {
 		for _, s := range seals {
 			s.seal()
 		}
@@ -97,35 +106,34 @@ func (b *directBox) Exec(ctx context.Context, argv []string, dir string, stdin i
 		}()
 		return wf, nil
 	}
-	var err error
-	if es.Stdout, err = pipeOut(stdout); err != nil {
+	out, err := pipeOut(stdout)
+	if err != nil {
 		return ExitStatus{}, err
 	}
-	if es.Stderr, err = pipeOut(stderr); err != nil {
+	errOut, err := pipeOut(stderr)
+	if err != nil {
 		return ExitStatus{}, err
 	}
+	var in *os.File
 	if stdin != nil {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return ExitStatus{}, err
 		}
 		closeAfter = append(closeAfter, r)
-		es.Stdin = r
+		in = r
 		go func() {
 			_, _ = io.Copy(w, stdin)
 			w.Close()
 		}()
 	}
-	st, err := b.sb.Exec(ctx, es)
+	st, err := run(in, out, errOut)
 	// Our copies of the write ends go; the readers end when the
 	// command's (and whatever it left running with them) are closed too.
-	es.Stdout.Close()
-	es.Stderr.Close()
+	out.Close()
+	errOut.Close()
 	waitCopies(&copies, 2*time.Second)
-	if err != nil {
-		return ExitStatus{}, err
-	}
-	return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut}, nil
+	return st, err
 }
 
 // sealWriter passes writes on until sealed, then drops them: what a

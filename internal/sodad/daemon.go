@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	conn := cfg.Conn
 	if conn == nil {
-		if conn, err = dbus.ConnectSystemBus(dbus.WithIncomingInterceptor(closeStrayFds)); err != nil {
+		if conn, err = dbus.ConnectSystemBus(dbus.WithIncomingInterceptor(strayFdCloser(d.hasSandbox))); err != nil {
 			return fmt.Errorf("system bus: %w", err)
 		}
 		defer conn.Close()
@@ -233,6 +233,18 @@ func (d *Daemon) healthy() bool {
 		return false
 	}
 	return true
+}
+
+// hasSandbox says whether path is a sandbox's object on the bus.
+func (d *Daemon) hasSandbox(path dbus.ObjectPath) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, b := range d.boxes {
+		if b.path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // touch records a method call (idle exit).

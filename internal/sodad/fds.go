@@ -6,20 +6,33 @@ import (
 	"github.com/godbus/dbus/v5"
 )
 
-// createFdsArg is the index of CreateSandbox's fds in its body.
-const createFdsArg = 3
+// createFdsArg and execFdsArg are the index of CreateSandbox's and
+// Sandbox.Exec's fds in their bodies.
+const (
+	createFdsArg = 3
+	execFdsArg   = 2
+)
 
 // closeStrayFds is the connection's incoming interceptor: a method call
 // may carry Unix fds anywhere a variant or an h fits, and godbus hands
 // them to no one unless the method takes them, so each would stay open in
 // sodad for good (a caller could exhaust sodad's descriptors). It closes
-// every fd of an incoming method call except those in CreateSandbox's fds
-// argument, which CreateSandbox owns and closes. Replies (the bus's
+// every fd of an incoming method call except those in CreateSandbox's and
+// Sandbox.Exec's fds argument, which those methods own and close. Replies (the bus's
 // ProcessFD) are left to their callers.
 //
 // It cannot help with a body godbus failed to decode (an a{sh} holding
 // fds): godbus drops the body and its fds with it.
-func closeStrayFds(msg *dbus.Message) {
+func closeStrayFds(msg *dbus.Message) { strayFdCloser(nil)(msg) }
+
+// strayFdCloser is closeStrayFds keeping Exec's fds only for a call to a
+// sandbox that isSandbox says exists (nil: none does): godbus answers a
+// call to an object that is not there without anyone taking its fds.
+func strayFdCloser(isSandbox func(dbus.ObjectPath) bool) func(*dbus.Message) {
+	return func(msg *dbus.Message) { closeStray(msg, isSandbox) }
+}
+
+func closeStray(msg *dbus.Message, isSandbox func(dbus.ObjectPath) bool) {
 	if msg.Type != dbus.TypeMethodCall {
 		return
 	}
@@ -27,8 +40,11 @@ func closeStrayFds(msg *dbus.Message) {
 	iface, _ := msg.Headers[dbus.FieldInterface].Value().(string)
 	member, _ := msg.Headers[dbus.FieldMember].Value().(string)
 	path, _ := msg.Headers[dbus.FieldPath].Value().(dbus.ObjectPath)
-	if path == ManagerPath && member == "CreateSandbox" && (iface == ManagerInterface || iface == "") {
+	switch {
+	case path == ManagerPath && member == "CreateSandbox" && (iface == ManagerInterface || iface == ""):
 		keep = createFdsArg
+	case member == "Exec" && (iface == SandboxInterface || iface == "") && isSandbox != nil && isSandbox(path):
+		keep = execFdsArg
 	}
 	for i, v := range msg.Body {
 		if i != keep {

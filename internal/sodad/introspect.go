@@ -72,6 +72,14 @@ var sandboxXML = `<interface name="` + SandboxInterface + `">
    <arg name="records" type="as" direction="out"/>
    <arg name="next" type="t" direction="out"/>
   </method>
+  <method name="Exec">
+   <arg name="argv" type="as" direction="in"/>
+   <arg name="options" type="a{sv}" direction="in"/>
+   <arg name="fds" type="a{sv}" direction="in"/>
+   <arg name="status" type="i" direction="out"/>
+   <arg name="signal" type="s" direction="out"/>
+   <arg name="timed_out" type="b" direction="out"/>
+  </method>
 ` + sandboxPropsXML() + ` </interface>
 `
 

@@ -171,25 +171,7 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	// The fds are sodad's from here: closed on every path but the one
 	// that hands them to the sandbox. (fds is a{sv}, each value an h:
 	// godbus 5.1 and 5.2 cannot decode an a{sh} holding fds.)
-	files := map[string]*os.File{}
-	var owned []*os.File
-	var badFd string
-	for _, k := range sortedKeys(fds) {
-		fd, ok := fds[k].Value().(dbus.UnixFD)
-		if !ok {
-			if badFd == "" {
-				badFd = fmt.Sprintf("fd %s: want a variant of type h (a Unix fd), got %s", k, fds[k].Signature())
-			}
-			continue
-		}
-		f := os.NewFile(uintptr(fd), "fd "+k)
-		if f == nil {
-			continue
-		}
-		unix.CloseOnExec(int(fd))
-		files[k] = f
-		owned = append(owned, f)
-	}
+	files, owned, badFd := receiveFds(fds)
 	handed := false
 	defer func() {
 		if !handed {
@@ -211,12 +193,19 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	if err != nil {
 		return "", "", err
 	}
-	if err := decodeArgv(argv); err != nil {
-		return "", "", err
-	}
 	req, err := decodeSpec(spec)
 	if err != nil {
 		return "", "", err
+	}
+	switch {
+	case req.Persistent && len(argv) > 0:
+		return "", "", dbusErr(ErrInvalidArgs, "argv: a persistent sandbox runs what Exec asks: pass an empty argv")
+	case req.Persistent && req.TTY:
+		return "", "", dbusErr(ErrInvalidSpec, "TTY: a persistent sandbox has no terminal of its own")
+	case !req.Persistent:
+		if err := decodeArgv(argv); err != nil {
+			return "", "", err
+		}
 	}
 	st, err := checkFds(files, req.TTY)
 	if err != nil {
@@ -306,6 +295,9 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	limits := map[string]uint64{"MemoryMax": uint64(eff.Limits.MemoryMax), "TasksMax": uint64(eff.Limits.TasksMax),
 		"CPUQuotaPercent": eff.Limits.CPUPercent, "TimeoutUSec": uint64(eff.Limits.Timeout / time.Microsecond),
 		"TmpSize": uint64(eff.Limits.TmpSize), "HomeSize": uint64(eff.Limits.HomeSize)}
+	if req.Persistent {
+		limits["WorkspaceSize"] = uint64(eff.Limits.WorkspaceSize)
+	}
 	b.rw, b.ro, b.limits = eff.ReadWrite, eff.ReadOnly, limits
 	if e := b.export(d.conn, b.propMap(eff, limits)); e != nil {
 		return fail(dbusErr(ErrFailed, e.Error()))
@@ -391,6 +383,9 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 		NoNetwork: eff.NoNetwork, Timeout: eff.Limits.Timeout, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, TTY: st.TTY,
 		Limits: sandbox.Limits{MemoryMax: eff.Limits.MemoryMax, TasksMax: eff.Limits.TasksMax, CPUPercent: eff.Limits.CPUPercent,
 			TmpSize: eff.Limits.TmpSize, HomeSize: eff.Limits.HomeSize}}
+	if req.Persistent {
+		spec.Persistent, spec.WorkspaceSize, spec.Argv = true, eff.Limits.WorkspaceSize, nil
+	}
 	spec.Egress.Allow = eff.Allow
 	r := mcpgrant.Resolver{ConfigDir: d.cfg.MCPConfigDir, RuntimeDirs: runstate.SearchDirs()}
 	var servers []mcpgrant.Grant
@@ -411,7 +406,10 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 	if err != nil {
 		return spec, dbusErr(ErrFailed, fmt.Sprintf("write the agents' MCP configuration: %v", err))
 	}
-	spec.Argv, spec.TrustedEnv, spec.Home = agent.Argv, agent.Env, h.Path()
+	spec.TrustedEnv, spec.Home = agent.Env, h.Path()
+	if !req.Persistent {
+		spec.Argv = agent.Argv
+	}
 	return spec, nil
 }
 
@@ -485,4 +483,30 @@ func stopUnit(ctx context.Context, unit string) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// receiveFds takes the Unix fds of a method's fds argument (a{sv}, each
+// value an h): the files by key, all of them for the caller to close,
+// and, for a value that is not an fd, what to say about it.
+func receiveFds(fds map[string]dbus.Variant) (map[string]*os.File, []*os.File, string) {
+	files := map[string]*os.File{}
+	var owned []*os.File
+	var badFd string
+	for _, k := range sortedKeys(fds) {
+		fd, ok := fds[k].Value().(dbus.UnixFD)
+		if !ok {
+			if badFd == "" {
+				badFd = fmt.Sprintf("fd %s: want a variant of type h (a Unix fd), got %s", k, fds[k].Signature())
+			}
+			continue
+		}
+		f := os.NewFile(uintptr(fd), "fd "+k)
+		if f == nil {
+			continue
+		}
+		unix.CloseOnExec(int(fd))
+		files[k] = f
+		owned = append(owned, f)
+	}
+	return files, owned, badFd
 }

@@ -66,6 +66,7 @@ const (
 	ErrInvalidTarget    = ErrorPrefix + "InvalidTarget"
 	ErrInvalidFd        = ErrorPrefix + "InvalidFd"
 	ErrNotRunning       = ErrorPrefix + "NotRunning"
+	ErrNotPersistent    = ErrorPrefix + "NotPersistent"
 	ErrDraining         = ErrorPrefix + "Draining"
 	ErrTooManySandboxes = ErrorPrefix + "TooManySandboxes"
 	ErrInteractiveAuth  = "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"

@@ -35,6 +35,9 @@ type request struct {
 	Dir     string
 	Timeout time.Duration
 	TTY     bool
+	// Persistent: a live sandbox that runs what Exec asks (argv empty),
+	// with a private workspace of Limits.WorkspaceSize.
+	Persistent bool
 }
 
 // options are a method's decoded options.
@@ -159,6 +162,8 @@ func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
 				r.NoNetwork = b
 			case "TTY":
 				r.TTY = b
+			case "Persistent":
+				r.Persistent = b
 			}
 		case "s":
 			s := v.Value().(string)
@@ -178,6 +183,8 @@ func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
 				r.Limits.TmpSize = int64(n)
 			case "HomeSize":
 				r.Limits.HomeSize = int64(n)
+			case "WorkspaceSize":
+				r.Limits.WorkspaceSize = int64(n)
 			case "TasksMax":
 				r.Limits.TasksMax = int64(n)
 			case "CPUQuotaPercent":
@@ -212,6 +219,7 @@ var specTypes = map[string]string{
 	"ReadWritePaths": "as", "ReadOnlyPaths": "as", "WorkingDirectory": "s",
 	"Environment": "as", "MemoryMax": "t", "TmpSize": "t", "HomeSize": "t",
 	"TasksMax": "t", "CPUQuotaPercent": "t", "TimeoutUSec": "t", "TTY": "b",
+	"Persistent": "b", "WorkspaceSize": "t",
 }
 
 // streams are a sandbox's standard streams, checked.

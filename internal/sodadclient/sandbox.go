@@ -28,6 +28,11 @@ type Spec struct {
 	TasksMax         uint64
 	CPUQuotaPercent  uint64
 	Timeout          time.Duration
+	// Persistent makes a live sandbox that runs what Exec asks (Argv
+	// empty), with a private workspace of WorkspaceSize bytes at
+	// /workspace (0: the profile's ceiling).
+	Persistent    bool
+	WorkspaceSize uint64
 }
 
 // dict is the spec as the a{sv} sodad reads.
@@ -45,7 +50,7 @@ func (s Spec) dict(tty bool) map[string]dbus.Variant {
 	nums := []struct {
 		key string
 		v   uint64
-	}{{"MemoryMax", s.MemoryMax}, {"TmpSize", s.TmpSize}, {"HomeSize", s.HomeSize}, {"TasksMax", s.TasksMax}, {"CPUQuotaPercent", s.CPUQuotaPercent}, {"TimeoutUSec", uint64(s.Timeout / time.Microsecond)}}
+	}{{"MemoryMax", s.MemoryMax}, {"TmpSize", s.TmpSize}, {"HomeSize", s.HomeSize}, {"TasksMax", s.TasksMax}, {"CPUQuotaPercent", s.CPUQuotaPercent}, {"TimeoutUSec", uint64(s.Timeout / time.Microsecond)}, {"WorkspaceSize", s.WorkspaceSize}}
 	for _, n := range nums {
 		if n.v != 0 {
 			d[n.key] = dbus.MakeVariant(n.v)
@@ -53,6 +58,9 @@ func (s Spec) dict(tty bool) map[string]dbus.Variant {
 	}
 	if s.NoNetwork {
 		d["NoNetwork"] = dbus.MakeVariant(true)
+	}
+	if s.Persistent {
+		d["Persistent"] = dbus.MakeVariant(true)
 	}
 	if s.WorkingDirectory != "" {
 		d["WorkingDirectory"] = dbus.MakeVariant(s.WorkingDirectory)
@@ -116,8 +124,11 @@ type Sandbox struct {
 // from before the call, so Wait cannot miss it; Close the Sandbox when
 // done with it.
 func (c *Client) Create(ctx context.Context, req Request) (*Sandbox, error) {
-	if len(req.Argv) == 0 {
+	if len(req.Argv) == 0 && !req.Spec.Persistent {
 		return nil, fmt.Errorf("create a sandbox: no command to run")
+	}
+	if req.Argv == nil {
+		req.Argv = []string{}
 	}
 	if !c.conn.SupportsUnixFDs() {
 		return nil, fmt.Errorf("create a sandbox: the bus connection cannot pass file descriptors")
@@ -282,6 +293,39 @@ func (sb *Sandbox) poll(ctx context.Context) (Exit, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// ExecStatus is how an Exec'd command ended.
+type ExecStatus struct {
+	Code     int    // its exit status, 128+N for signal N
+	Signal   string // the signal that killed it
+	TimedOut bool   // killed at its time-out
+}
+
+// Exec runs argv in a persistent sandbox (Spec.Persistent), in dir
+// inside the sandbox ("": its default), with the given streams (nil:
+// /dev/null), killed at timeout (0: sodad's maximum, an hour), and
+// returns how it ended.
+func (sb *Sandbox) Exec(ctx context.Context, argv []string, dir string, timeout time.Duration, stdio Stdio) (ExecStatus, error) {
+	fds, err := stdio.fds()
+	if err != nil {
+		return ExecStatus{}, err
+	}
+	opts := map[string]dbus.Variant{}
+	if dir != "" {
+		opts["dir"] = dbus.MakeVariant(dir)
+	}
+	if timeout > 0 {
+		opts["timeout"] = dbus.MakeVariant(uint64(timeout / time.Microsecond))
+	}
+	var st ExecStatus
+	var code int32
+	err = sb.object().CallWithContext(ctx, SandboxInterface+".Exec", 0, argv, opts, fdsArg(fds)).Store(&code, &st.Signal, &st.TimedOut)
+	if err != nil {
+		return ExecStatus{}, wrap(fmt.Sprintf("exec %s in sandbox %s", argv[0], sb.ID), err)
+	}
+	st.Code = int(code)
+	return st, nil
 }
 
 // Kill sends sig (1 to 64) to the sandbox's command.

@@ -51,10 +51,12 @@ func TestSodad(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", p, err, out)
 		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(art, "sodadcall"), "./test/sodadcall")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build test/sodadcall: %v\n%s", err, out)
+	for _, p := range []string{"sodadcall", "sessioncall"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./test/"+p)
+		build.Dir = repo
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build test/%s: %v\n%s", p, err, out)
+		}
 	}
 	for _, f := range []string{"polkit/io.github.soda_project.soda1.policy", "polkit/50-soda-example.rules",
 		"packaging/dbus/io.github.soda_project.Soda1.conf", "packaging/dbus/io.github.soda_project.Soda1.service", "units/sodad.service", "units/soda.slice"} {
@@ -518,7 +520,34 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 		t.Errorf("sandbox init processes left after systemctl stop sodad:\n%s", out)
 	}
 
-	// 7. Idle exit: with no sandbox and no call for the idle time, sodad
+	// 7. Persistent sessions through sodad: sodactl sandbox mcp --profile
+	// dev as alice, driven by the go-sdk client (test/sessioncall) through
+	// a whole session. Each sandbox is sodad's, owned by alice, run as a
+	// dedicated uid, with its workspace; its journal has the session's
+	// records and sodad's; nothing is left after close.
+	sess := as("alice", "sh", "-c", "cd / && "+filepath.Join(art, "sessioncall")+" -- sodactl sandbox mcp --profile dev")
+	if sess.err != nil || !strings.Contains(sess.stdout, "ok close") {
+		t.Fatalf("a session through sodad:\n%s", sess)
+	}
+	t.Logf("a session through sodad: %s", strings.ReplaceAll(strings.TrimSpace(sess.stdout), "\n", "; "))
+	sid := regexp.MustCompile(`journal SODA_SANDBOX=(\S+)`).FindStringSubmatch(sess.stdout)
+	if sid == nil {
+		t.Fatalf("no sandbox id in the audit step:\n%s", sess.stdout)
+	}
+	if m := regexp.MustCompile(`ok uid (\d+) /workspace`).FindStringSubmatch(sess.stdout); m == nil || m[1] == strings.TrimSpace(b.run("id", "-u", "alice").stdout) {
+		t.Errorf("the session's commands ran as %v, want a dedicated uid in /workspace", m)
+	}
+	sj := b.run("journalctl", "--no-pager", "-o", "cat", "SODA_SANDBOX="+sid[1]).stdout
+	for _, want := range []string{"sandbox create", "session exec", "session reset", "sandbox exited"} {
+		if !strings.Contains(sj, want) {
+			t.Errorf("journal of session sandbox %s lacks %q:\n%s", sid[1], want, lastLines(sj, 30))
+		}
+	}
+	if out := b.run("sh", "-c", "systemctl list-units --no-legend 'soda-sandbox-*' | grep -v inactive; ls -A /var/lib/soda/sodad/sandboxes").stdout; strings.TrimSpace(out) != "" {
+		t.Errorf("left after the session closed:\n%s", out)
+	}
+
+	// 8. Idle exit: with no sandbox and no call for the idle time, sodad
 	// exits 0 (inactive, not failed); the next call activates it again.
 	b.write(t, "/etc/systemd/system/sodad.service.d/test.conf", "[Service]\nExecStart=\nExecStart=/usr/bin/sodad --idle-exit 2s\n", "0644")
 	must(t, b.sh("systemctl daemon-reload && systemctl restart sodad"))

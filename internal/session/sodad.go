@@ -1,0 +1,62 @@
+package session
+
+import (
+	"context"
+	"io"
+	"os"
+	"time"
+
+	"github.com/soda-project/soda/internal/sodadclient"
+)
+
+// Sodad is the Backend of sodad's live sandboxes: each session is a
+// persistent sandbox sodad owns, under the caller's identity (the bus's)
+// and Profile, with its allow-list and limits (narrowed by Spec).
+type Sodad struct {
+	Client  *sodadclient.Client
+	Profile string
+	// Spec narrows the profile for every sandbox (Persistent and
+	// WorkspaceSize are set per sandbox).
+	Spec sodadclient.Spec
+	// Interactive lets polkit ask for a password.
+	Interactive bool
+}
+
+// Mode implements Backend.
+func (s *Sodad) Mode() string { return "sodad" }
+
+// Start implements Backend.
+func (s *Sodad) Start(ctx context.Context, quota int64) (Box, error) {
+	spec := s.Spec
+	spec.Persistent, spec.WorkspaceSize = true, uint64(quota)
+	sb, err := s.Client.Create(ctx, sodadclient.Request{Profile: s.Profile, Spec: spec, Interactive: s.Interactive})
+	if err != nil {
+		return nil, err
+	}
+	return &sodadBox{sb: sb}, nil
+}
+
+type sodadBox struct{ sb *sodadclient.Sandbox }
+
+func (b *sodadBox) ID() string { return b.sb.ID }
+
+// Exec implements Box.
+func (b *sodadBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (ExitStatus, error) {
+	return withPipes(stdin, stdout, stderr, func(in, out, errOut *os.File) (ExitStatus, error) {
+		st, err := b.sb.Exec(ctx, argv, dir, timeout, sodadclient.Stdio{Stdin: in, Stdout: out, Stderr: errOut})
+		return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut}, err
+	})
+}
+
+// Close implements Box: the sandbox is killed, and its end waited for.
+func (b *sodadBox) Close(ctx context.Context) error {
+	defer b.sb.Close()
+	if err := b.sb.Kill(ctx, 9, false); err != nil {
+		if sodadclient.ErrorName(err) == sodadclient.ErrorPrefix+"NotRunning" {
+			return nil
+		}
+		return err
+	}
+	_, err := b.sb.Wait(ctx)
+	return err
+}

@@ -1,0 +1,89 @@
+// Command sessioncall drives `sodactl sandbox mcp` (its arguments after
+// --) with the go-sdk client through a whole session: create with seed
+// files, exec (python3, id -u), write, diff, reset, audit, close. It
+// prints one line per step, "ok STEP ..." or "FAIL STEP ...", and exits 1
+// on the first failure. test/e2e runs it in the systemd box as an
+// unprivileged user, against sodad.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: sessioncall -- sodactl sandbox mcp --profile NAME")
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stderr = os.Stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sessioncall", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		fail("connect", err.Error())
+	}
+	defer cs.Close()
+	call := func(step, tool string, a map[string]any) map[string]any {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: a})
+		if err != nil {
+			fail(step, err.Error())
+		}
+		var r map[string]any
+		data, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(data, &r)
+		if res.IsError {
+			fail(step, fmt.Sprint(r["error"]))
+		}
+		return r
+	}
+	exec := func(step, id, command string) string {
+		r := call(step, "sandbox_exec", map[string]any{"sandbox_id": id, "command": command})
+		return r["exec"].(map[string]any)["stdout"].(string)
+	}
+	r := call("create", "sandbox_create", map[string]any{"files": []any{map[string]any{"path": "app.py", "content": "print(6 * 7)\n"}}})
+	id := r["sandbox_id"].(string)
+	ok("create", id)
+	if out := exec("python3", id, "python3 app.py"); out != "42\n" {
+		fail("python3", out)
+	}
+	ok("python3", "42")
+	uid := strings.TrimSpace(exec("uid", id, "id -u; pwd"))
+	ok("uid", strings.ReplaceAll(uid, "\n", " "))
+	call("write", "sandbox_write_files", map[string]any{"sandbox_id": id, "files": []any{map[string]any{"path": "app.py", "content": "print(1)\n"}}})
+	d := call("diff", "sandbox_diff", map[string]any{"sandbox_id": id, "format": "unified"})
+	uni := d["diff"].(map[string]any)["unified"].(string)
+	if !strings.Contains(uni, "+print(1)") {
+		fail("diff", uni)
+	}
+	ok("diff", "unified has +print(1)")
+	call("reset", "sandbox_reset", map[string]any{"sandbox_id": id})
+	if out := exec("after-reset", id, "python3 app.py"); out != "42\n" {
+		fail("after-reset", out)
+	}
+	ok("reset", "back to the baseline")
+	a := call("audit", "sandbox_audit", map[string]any{"sandbox_id": id})
+	audit := a["audit"].(map[string]any)
+	ok("audit", fmt.Sprintf("%d records, journal %s", len(audit["records"].([]any)), audit["journal_match"]))
+	call("close", "sandbox_close", map[string]any{"sandbox_id": id})
+	ok("close", id)
+}
+
+func ok(step, detail string) { fmt.Printf("ok %s %s\n", step, detail) }
+
+func fail(step, detail string) {
+	fmt.Printf("FAIL %s %s\n", step, detail)
+	os.Exit(1)
+}
