@@ -51,6 +51,10 @@ const (
 	HandoverScope  = "scope"
 )
 
+// ErrLiveNotHandable is Handover's error for a live sandbox
+// (Spec.Persistent): its exec channel cannot be handed over.
+var ErrLiveNotHandable = errors.New("sandbox handover: a live sandbox's exec channel cannot be handed over")
+
 // ErrDetached is what Wait returns for a sandbox let go by Detach.
 var ErrDetached = errors.New("sandbox detached: handed over to a successor")
 
@@ -131,7 +135,7 @@ func (sb *Sandbox) Handover() (HandoverState, map[string]*os.File, error) {
 		return HandoverState{}, nil, errors.New("sandbox handover: the engine is not adoptable (Config.Adoptable)")
 	}
 	if sb.spec.Persistent {
-		return HandoverState{}, nil, errors.New("sandbox handover: a live sandbox's exec channel cannot be handed over")
+		return HandoverState{}, nil, ErrLiveNotHandable
 	}
 	g, ok := sb.group.(child.HandoverGroup)
 	if !ok || sb.cgroupDegraded {

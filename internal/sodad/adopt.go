@@ -34,6 +34,10 @@ func (d *Daemon) storeHandover(b *box) {
 		return
 	}
 	_, files, err := b.sb.Handover()
+	if errors.Is(err, sandbox.ErrLiveNotHandable) {
+		d.log.Debug("persistent sandbox: a restart of sodad will end it", "sandbox", b.id)
+		return
+	}
 	if err != nil {
 		d.log.Warn("sandbox cannot be handed over: a restart of sodad will end it", "sandbox", b.id, "err", err)
 		return

@@ -22,6 +22,7 @@ const (
 	portEverything = "18101"
 	portEcho       = "18102"
 	portHog        = "18103"
+	portSessions   = "18110"
 )
 
 // figures are the measured numbers, written to test/e2e/results.md.
@@ -99,10 +100,12 @@ func TestSystemd(t *testing.T) {
 	art := t.TempDir()
 	deb := buildDeb(t, repo)
 	t.Logf("package: %s", deb)
-	gobuild := exec.Command("go", "build", "-o", filepath.Join(art, "mcpecho"), "./test/mcpecho")
-	gobuild.Dir = repo
-	if out, err := gobuild.CombinedOutput(); err != nil {
-		t.Fatalf("build the echo fixture: %v\n%s", err, out)
+	for _, p := range []string{"mcpecho", "sessioncall"} {
+		gobuild := exec.Command("go", "build", "-o", filepath.Join(art, p), "./test/"+p)
+		gobuild.Dir = repo
+		if out, err := gobuild.CombinedOutput(); err != nil {
+			t.Fatalf("build test/%s: %v\n%s", p, err, out)
+		}
 	}
 	copyFile(t, deb, filepath.Join(art, "soda.deb"))
 
@@ -134,6 +137,7 @@ func TestSystemd(t *testing.T) {
 		{"i_verify_and_security", e.testVerify},
 		{"k_benchmark_activation_and_exit_idle", e.testBenchmark},
 		{"q_packaged_sodactl_runs_a_sandbox", e.testPackagedSandbox},
+		{"r_sessions_over_streamable_http", e.testSessionsHTTP},
 		{"j_remove_package_leaves_nothing", e.testRemove},
 	}
 	for _, s := range steps {
@@ -273,6 +277,62 @@ TasksMax=32
 	must(t, b.run("systemctl", "start", "soda-mcp@everything.socket", "soda-mcp@echo.socket", "soda-mcp@hog.socket",
 		"soda-mcp@probe.socket", "soda-mcp@nobody.socket", "soda-mcp@kill.socket"))
 	done = true
+}
+
+// testSessionsHTTP: the sandbox_* tools over Streamable HTTP, on a
+// socket-activated loopback unit behind the bridge's token: soda-mcp@sandbox
+// runs `sodactl sandbox mcp --profile sessions` per client session, as the
+// bridge's user soda-mcp, whose sandboxes sodad makes within the profile
+// (a polkit rule lets soda-mcp create). The go-sdk client drives a whole
+// session; without the token it gets 401.
+func (e *env) testSessionsHTTP(t *testing.T) {
+	b := e.b
+	b.write(t, "/etc/soda/mcp/sandbox.conf", "[Server]\nExecStart=/usr/bin/sodactl sandbox mcp --profile sessions\n\n[Bridge]\nListen=127.0.0.1:"+portSessions+"\n", "0644")
+	b.write(t, "/etc/soda/sandbox/sessions.conf", "[Profile]\nDescription=agent sessions over HTTP\nUsers=soda-mcp\n[Grants]\nNoNetwork=yes\n", "0644")
+	b.write(t, "/etc/polkit-1/rules.d/60-soda-sessions.rules", `polkit.addRule(function(action, subject) {
+    if (action.id == "io.github.soda_project.soda1.create" && subject.user == "soda-mcp") {
+        return polkit.Result.YES;
+    }
+});
+`, "0644")
+	must(t, b.run("systemctl", "daemon-reload"))
+	must(t, b.run("systemctl", "start", "soda-mcp@sandbox.socket"))
+	call := filepath.Join(e.art, "sessioncall")
+	if r := b.run(call, "-url", "http://127.0.0.1:"+portSessions+"/mcp", "-token", "not-the-token"); r.err == nil || !strings.Contains(r.stdout+r.stderr, "Unauthorized") && !strings.Contains(r.stdout+r.stderr, "401") {
+		t.Errorf("sessions over HTTP with a wrong token: want 401\n%s", r)
+	}
+	tok := ""
+	deadline := time.Now().Add(10 * time.Second)
+	for r := b.run("sodactl", "mcp", "token", "sandbox"); ; r = b.run("sodactl", "mcp", "token", "sandbox") {
+		if r.err == nil {
+			tok = strings.TrimSpace(r.stdout)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no token for soda-mcp@sandbox: %s", r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r := b.exec(runOpts{timeout: 120 * time.Second}, call, "-url", "http://127.0.0.1:"+portSessions+"/mcp", "-token", tok)
+	if r.err != nil || !strings.Contains(r.stdout, "ok close") {
+		t.Fatalf("a session over Streamable HTTP:\n%s\n%s", r, b.run("journalctl", "-u", "soda-mcp@sandbox.service", "-u", "sodad", "--no-pager", "-n", "40").stdout)
+	}
+	t.Logf("a session over Streamable HTTP through soda-mcp@sandbox and sodad: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
+	// The closed sandbox is gone; the server keeps one started ahead (its
+	// spare) while it runs, and its end (the bridge stopping it) ends that.
+	units := func() []string {
+		return strings.Fields(b.run("sh", "-c", "systemctl list-units --no-legend --plain 'soda-sandbox-*' | grep -v inactive | cut -d' ' -f1").stdout)
+	}
+	if u := units(); len(u) > 1 {
+		t.Errorf("after the session closed, %d sandbox units run (the spare at most): %v", len(u), u)
+	}
+	must(t, b.run("systemctl", "stop", "soda-mcp@sandbox.socket", "soda-mcp@sandbox.service"))
+	for deadline := time.Now().Add(15 * time.Second); len(units()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if u := units(); len(u) > 0 {
+		t.Errorf("sandbox units left 15 s after soda-mcp@sandbox stopped: %v", u)
+	}
 }
 
 func (e *env) writeEchoConf(t *testing.T, bridgeExtra string) {

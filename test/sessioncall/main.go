@@ -1,5 +1,7 @@
 // Command sessioncall drives `sodactl sandbox mcp` (its arguments after
-// --) with the go-sdk client through a whole session: create with seed
+// --), or the same tools over Streamable HTTP (-url, -token: a soda-mcp@
+// unit whose server is sodactl sandbox mcp), with the go-sdk client
+// through a whole session: create with seed
 // files, exec (python3, id -u), write, diff, reset, audit, close. It
 // prints one line per step, "ok STEP ..." or "FAIL STEP ...", and exits 1
 // on the first failure. test/e2e runs it in the systemd box as an
@@ -9,7 +11,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,19 +23,25 @@ import (
 )
 
 func main() {
-	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
-	}
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: sessioncall -- sodactl sandbox mcp --profile NAME")
+	url := flag.String("url", "", "Streamable HTTP endpoint (instead of a command)")
+	token := flag.String("token", "", "bearer token for -url")
+	flag.Parse()
+	args := flag.Args()
+	if (len(args) == 0) == (*url == "") {
+		fmt.Fprintln(os.Stderr, "usage: sessioncall -- sodactl sandbox mcp --profile NAME | sessioncall -url URL -token TOKEN")
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stderr = os.Stderr
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sessioncall", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	var t mcp.Transport
+	if *url != "" {
+		t = &mcp.StreamableClientTransport{Endpoint: *url, HTTPClient: &http.Client{Transport: bearer{*token}}}
+	} else {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stderr = os.Stderr
+		t = &mcp.CommandTransport{Command: cmd}
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sessioncall", Version: "1"}, nil).Connect(ctx, t, nil)
 	if err != nil {
 		fail("connect", err.Error())
 	}
@@ -79,6 +89,15 @@ func main() {
 	ok("audit", fmt.Sprintf("%d records, journal %s", len(audit["records"].([]any)), audit["journal_match"]))
 	call("close", "sandbox_close", map[string]any{"sandbox_id": id})
 	ok("close", id)
+}
+
+// bearer adds the token to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func ok(step, detail string) { fmt.Printf("ok %s %s\n", step, detail) }
