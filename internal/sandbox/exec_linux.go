@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
@@ -54,6 +55,12 @@ type ExecSpec struct {
 	Stdin, Stdout, Stderr *os.File
 	// Timeout kills the command's process group (SIGKILL); 0: none.
 	Timeout time.Duration
+}
+
+// LimitEvents counts how often the sandbox's memory and task limits struck
+// so far (its init's cgroup; zero where the host keeps no counter).
+func (sb *Sandbox) LimitEvents() (child.LimitEvents, error) {
+	return child.LimitEventsOf(sb.pid)
 }
 
 // ErrNotPersistent is returned by Exec on a sandbox started without

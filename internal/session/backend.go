@@ -35,3 +35,9 @@ type ExitStatus struct {
 	Signal   string
 	TimedOut bool
 }
+
+// limitCounter is a Box that can say how often its memory and task
+// limits struck so far (the direct engine's; sodad's does not yet).
+type limitCounter interface {
+	LimitEvents() (oomKills, tasksMax uint64, ok bool)
+}

@@ -399,7 +399,7 @@ func (s *Session) note(e Event) {
 			attrs = append(attrs, "detail", e.Detail)
 		}
 		lvl := slog.LevelInfo
-		if e.Kind == "refused" || e.Kind == "quota" || e.Kind == "timeout" || e.Decision == "deny" {
+		if e.Kind == "refused" || e.Kind == "quota" || e.Kind == "timeout" || e.Kind == "memory" || e.Kind == "tasks" || e.Decision == "deny" {
 			lvl = slog.LevelWarn
 		}
 		s.log.Log(context.Background(), lvl, "session "+e.Kind, attrs...)
@@ -691,6 +691,11 @@ type ExecResult struct {
 	StdoutEncoding string `json:"stdout_encoding,omitempty"`
 	StderrEncoding string `json:"stderr_encoding,omitempty"`
 	QuotaHit       bool   `json:"quota_hit,omitempty"`
+	// MemoryLimitHit and TasksLimitHit say that the sandbox's memory limit
+	// killed a process, or its task limit refused a fork, during the call
+	// (where the backend can tell).
+	MemoryLimitHit bool `json:"memory_limit_hit,omitempty"`
+	TasksLimitHit  bool `json:"tasks_limit_hit,omitempty"`
 }
 
 func (r ExecRequest) argv() ([]string, error) {
@@ -744,13 +749,31 @@ func (s *Session) execLocked(ctx context.Context, tool string, req ExecRequest) 
 	if req.Stdin != "" {
 		stdin = []byte(req.Stdin)
 	}
+	lc, counts := s.box.(limitCounter)
+	var oom0, tasks0 uint64
+	if counts {
+		oom0, tasks0, counts = lc.LimitEvents()
+	}
 	st, err := s.run(ctx, argv, dir, stdin, &out, &errOut, req.Timeout)
 	if err != nil {
 		s.note(Event{Kind: "refused", Call: tool, Argv: argv, Detail: err.Error()})
 		return ExecResult{}, fmt.Errorf("run %s: %w", argv[0], err)
 	}
+	var hitMem, hitTasks bool
+	if counts {
+		if oom1, tasks1, ok := lc.LimitEvents(); ok {
+			if oom1 > oom0 {
+				hitMem = true
+				s.note(Event{Kind: "memory", Call: tool, Argv: argv, Detail: fmt.Sprintf("the memory limit killed %d processes", oom1-oom0)})
+			}
+			if tasks1 > tasks0 {
+				hitTasks = true
+				s.note(Event{Kind: "tasks", Call: tool, Argv: argv, Detail: fmt.Sprintf("the task limit refused %d forks", tasks1-tasks0)})
+			}
+		}
+	}
 	r := ExecResult{ExitCode: st.Code, Signal: st.Signal, TimedOut: st.TimedOut,
-		StdoutTruncated: out.lost > 0, StderrTruncated: errOut.lost > 0}
+		StdoutTruncated: out.lost > 0, StderrTruncated: errOut.lost > 0, MemoryLimitHit: hitMem, TasksLimitHit: hitTasks}
 	r.Stdout, r.StdoutEncoding = textOrBase64(out.buf.Bytes())
 	r.Stderr, r.StderrEncoding = textOrBase64(errOut.buf.Bytes())
 	code := st.Code

@@ -38,6 +38,12 @@ func render(r *Result) string {
 		if e.QuotaHit {
 			b.WriteString(" (workspace full)")
 		}
+		if e.MemoryLimitHit {
+			b.WriteString(" (memory limit hit)")
+		}
+		if e.TasksLimitHit {
+			b.WriteString(" (task limit hit)")
+		}
 		if r.Isolated {
 			b.WriteString(" (isolated child, discarded)")
 		}

@@ -151,3 +151,32 @@ func TestQuotaTimeoutExpiry(t *testing.T) {
 		t.Errorf("exec after the idle expiry: %+v", r)
 	}
 }
+
+// TestLimitHits: a process the memory limit kills, and forks the task
+// limit refuses, are in the result and the audit. A control first: the
+// limits must be enforced here (the cgroup layer applied).
+func TestLimitHits(t *testing.T) {
+	cs, _ := server(t, "--memory-max", "64M", "--tasks-max", "40")
+	r, _ := must(t, cs, "sandbox_create", nil)
+	id := r.SandboxID
+	ctl, _ := must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"})
+	if strings.TrimSpace(ctl.Exec.Stdout) != "67108864" {
+		t.Skipf("SKIP: the memory limit is not enforced here (the sandbox's cgroup reads %q): no cgroup this engine may use", strings.TrimSpace(ctl.Exec.Stdout))
+	}
+	r, text, _ := call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "python3 -c 'x = bytearray(400 << 20); print(len(x))'"})
+	if r.Exec == nil || !strings.Contains(text, "memory") {
+		t.Errorf("memory hog: %+v\n%s", r.Exec, text)
+	}
+	r, text, _ = call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "i=0; while [ $i -lt 80 ]; do sleep 2 & i=$((i+1)); done 2>/dev/null; wait"})
+	if !strings.Contains(text, "tasks") {
+		t.Errorf("fork bomb: %+v\n%s", r.Exec, text)
+	}
+	a, _ := must(t, cs, "sandbox_audit", map[string]any{"sandbox_id": id})
+	kinds := map[string]bool{}
+	for _, e := range a.Audit.Records {
+		kinds[e.Kind] = true
+	}
+	if !kinds["memory"] || !kinds["tasks"] {
+		t.Errorf("audit lacks the limit hits: %v", kinds)
+	}
+}
