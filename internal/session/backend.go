@@ -41,3 +41,9 @@ type ExitStatus struct {
 type limitCounter interface {
 	LimitEvents() (oomKills, tasksMax uint64, ok bool)
 }
+
+// egressFeed is a Box whose egress decisions are read from elsewhere
+// (sodad's audit) after each execution.
+type egressFeed interface {
+	egressSince(ctx context.Context) []Event
+}

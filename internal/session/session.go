@@ -759,6 +759,12 @@ func (s *Session) execLocked(ctx context.Context, tool string, req ExecRequest) 
 		s.note(Event{Kind: "refused", Call: tool, Argv: argv, Detail: err.Error()})
 		return ExecResult{}, fmt.Errorf("run %s: %w", argv[0], err)
 	}
+	if f, ok := s.box.(egressFeed); ok {
+		for _, e := range f.egressSince(ctx) {
+			e.Call = tool
+			s.note(e)
+		}
+	}
 	var hitMem, hitTasks bool
 	if counts {
 		if oom1, tasks1, ok := lc.LimitEvents(); ok {

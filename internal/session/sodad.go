@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"time"
@@ -36,7 +37,37 @@ func (s *Sodad) Start(ctx context.Context, quota int64) (Box, error) {
 	return &sodadBox{sb: sb}, nil
 }
 
-type sodadBox struct{ sb *sodadclient.Sandbox }
+type sodadBox struct {
+	sb     *sodadclient.Sandbox
+	cursor uint64 // sodad's audit, read up to here (egressSince)
+}
+
+// egressSince implements egressFeed: the egress records sodad kept since
+// the last read.
+func (b *sodadBox) egressSince(ctx context.Context) []Event {
+	var out []Event
+	for range 10 { // at most 10 pages a call
+		recs, next, err := b.sb.ReadAudit(ctx, b.cursor, 1000)
+		if err != nil || len(recs) == 0 {
+			break
+		}
+		b.cursor = next
+		for _, line := range recs {
+			var r struct {
+				Event  string `json:"event"`
+				Egress *struct {
+					Target   string `json:"target"`
+					Decision string `json:"decision"`
+					Reason   string `json:"reason"`
+				} `json:"egress"`
+			}
+			if json.Unmarshal([]byte(line), &r) == nil && r.Event == "egress" && r.Egress != nil {
+				out = append(out, Event{Kind: "egress", Target: r.Egress.Target, Decision: r.Egress.Decision, Detail: r.Egress.Reason})
+			}
+		}
+	}
+	return out
+}
 
 func (b *sodadBox) ID() string { return b.sb.ID }
 

@@ -25,6 +25,7 @@ import (
 func main() {
 	url := flag.String("url", "", "Streamable HTTP endpoint (instead of a command)")
 	token := flag.String("token", "", "bearer token for -url")
+	egressURL := flag.String("egress", "", "also fetch this URL through the sandbox's proxy (curl -p) and find the attempt in the audit")
 	flag.Parse()
 	args := flag.Args()
 	if (len(args) == 0) == (*url == "") {
@@ -84,8 +85,23 @@ func main() {
 		fail("after-reset", out)
 	}
 	ok("reset", "back to the baseline")
+	if *egressURL != "" {
+		exec("egress", id, "env -u NO_PROXY -u no_proxy curl -s -o /dev/null -m 3 -p "+*egressURL+"; echo $?")
+	}
 	a := call("audit", "sandbox_audit", map[string]any{"sandbox_id": id})
 	audit := a["audit"].(map[string]any)
+	if *egressURL != "" {
+		found := ""
+		for _, r := range audit["records"].([]any) {
+			if m := r.(map[string]any); m["kind"] == "egress" {
+				found = fmt.Sprintf("%v %v", m["target"], m["decision"])
+			}
+		}
+		if found == "" {
+			fail("egress", "no egress record in the session's audit")
+		}
+		ok("egress", found)
+	}
 	ok("audit", fmt.Sprintf("%d records, journal %s", len(audit["records"].([]any)), audit["journal_match"]))
 	call("close", "sandbox_close", map[string]any{"sandbox_id": id})
 	ok("close", id)
