@@ -171,6 +171,9 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 		c.mu.Unlock()
 	}()
 
+	// The limit counters before, to tell what this command hit (commands
+	// running at once share them: each hears of the other's hits).
+	before, beforeErr := sb.LimitEvents()
 	msg, err := json.Marshal(wire.ExecRequest{Op: "exec", ID: id, Argv: es.Argv, Env: kept, Dir: es.Dir})
 	if err != nil {
 		return ExitStatus{}, fmt.Errorf("sandbox exec: %w", err)
@@ -211,6 +214,15 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 				st.Code = r.Code
 				if r.Signal != 0 {
 					st.Signal = unix.SignalName(syscall.Signal(r.Signal))
+				}
+				if after, err := sb.LimitEvents(); err == nil && beforeErr == nil {
+					st.MemoryKills, st.TasksRefused = after.OOMKills-before.OOMKills, after.TasksMax-before.TasksMax
+					if st.MemoryKills > 0 {
+						sb.record(Record{Event: "limit", Argv: es.Argv, Layer: LayerCgroup, Detail: fmt.Sprintf("memory: the limit killed %d processes", st.MemoryKills)})
+					}
+					if st.TasksRefused > 0 {
+						sb.record(Record{Event: "limit", Argv: es.Argv, Layer: LayerCgroup, Detail: fmt.Sprintf("tasks: the limit refused %d forks", st.TasksRefused)})
+					}
 				}
 				sb.record(Record{Event: "exec-exit", Argv: es.Argv, Exit: &st})
 				return st, nil

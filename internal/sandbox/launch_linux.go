@@ -86,6 +86,11 @@ type ExitStatus struct {
 	Signal string `json:"signal,omitempty"`
 	// TimedOut is true when the sandbox was stopped by its timeout.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// MemoryKills and TasksRefused are, for an Exec, how many processes
+	// the memory limit killed and forks the task limit refused while it
+	// ran (where the host counts them).
+	MemoryKills  uint64 `json:"memory_kills,omitempty"`
+	TasksRefused uint64 `json:"tasks_refused,omitempty"`
 }
 
 // Start launches spec's command in a new sandbox. It returns once the

@@ -34,16 +34,13 @@ type ExitStatus struct {
 	Code     int
 	Signal   string
 	TimedOut bool
+	// MemoryKills and TasksRefused: how often the sandbox's memory limit
+	// killed and its task limit refused a fork meanwhile (where known).
+	MemoryKills, TasksRefused uint64
 }
 
-// limitCounter is a Box that can say how often its memory and task
-// limits struck so far (the direct engine's; sodad's does not yet).
-type limitCounter interface {
-	LimitEvents() (oomKills, tasksMax uint64, ok bool)
-}
-
-// egressFeed is a Box whose egress decisions are read from elsewhere
-// (sodad's audit) after each execution.
-type egressFeed interface {
-	egressSince(ctx context.Context) []Event
+// auditFeed is a Box whose egress decisions and limit hits are read from
+// elsewhere (sodad's audit) after each execution.
+type auditFeed interface {
+	auditSince(ctx context.Context) []Event
 }

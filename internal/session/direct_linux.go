@@ -65,17 +65,11 @@ type directBox struct {
 
 func (b *directBox) ID() string { return b.id }
 
-// LimitEvents implements limitCounter.
-func (b *directBox) LimitEvents() (oomKills, tasksMax uint64, ok bool) {
-	ev, err := b.sb.LimitEvents()
-	return ev.OOMKills, ev.TasksMax, err == nil
-}
-
 // Exec implements Box.
 func (b *directBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (ExitStatus, error) {
 	return withPipes(stdin, stdout, stderr, func(in, out, errOut *os.File) (ExitStatus, error) {
 		st, err := b.sb.Exec(ctx, sandbox.ExecSpec{Argv: argv, Dir: dir, Timeout: timeout, Stdin: in, Stdout: out, Stderr: errOut})
-		return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut}, err
+		return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, MemoryKills: st.MemoryKills, TasksRefused: st.TasksRefused}, err
 	})
 }
 

@@ -749,33 +749,24 @@ func (s *Session) execLocked(ctx context.Context, tool string, req ExecRequest) 
 	if req.Stdin != "" {
 		stdin = []byte(req.Stdin)
 	}
-	lc, counts := s.box.(limitCounter)
-	var oom0, tasks0 uint64
-	if counts {
-		oom0, tasks0, counts = lc.LimitEvents()
-	}
 	st, err := s.run(ctx, argv, dir, stdin, &out, &errOut, req.Timeout)
 	if err != nil {
 		s.note(Event{Kind: "refused", Call: tool, Argv: argv, Detail: err.Error()})
 		return ExecResult{}, fmt.Errorf("run %s: %w", argv[0], err)
 	}
-	if f, ok := s.box.(egressFeed); ok {
-		for _, e := range f.egressSince(ctx) {
-			e.Call = tool
-			s.note(e)
-		}
+	hitMem, hitTasks := st.MemoryKills > 0, st.TasksRefused > 0
+	if st.MemoryKills > 0 {
+		s.note(Event{Kind: "memory", Call: tool, Argv: argv, Detail: fmt.Sprintf("the memory limit killed %d processes", st.MemoryKills)})
 	}
-	var hitMem, hitTasks bool
-	if counts {
-		if oom1, tasks1, ok := lc.LimitEvents(); ok {
-			if oom1 > oom0 {
-				hitMem = true
-				s.note(Event{Kind: "memory", Call: tool, Argv: argv, Detail: fmt.Sprintf("the memory limit killed %d processes", oom1-oom0)})
-			}
-			if tasks1 > tasks0 {
-				hitTasks = true
-				s.note(Event{Kind: "tasks", Call: tool, Argv: argv, Detail: fmt.Sprintf("the task limit refused %d forks", tasks1-tasks0)})
-			}
+	if st.TasksRefused > 0 {
+		s.note(Event{Kind: "tasks", Call: tool, Argv: argv, Detail: fmt.Sprintf("the task limit refused %d forks", st.TasksRefused)})
+	}
+	if f, ok := s.box.(auditFeed); ok {
+		for _, e := range f.auditSince(ctx) {
+			e.Call = tool
+			hitMem = hitMem || e.Kind == "memory"
+			hitTasks = hitTasks || e.Kind == "tasks"
+			s.note(e)
 		}
 	}
 	r := ExecResult{ExitCode: st.Code, Signal: st.Signal, TimedOut: st.TimedOut,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/soda-project/soda/internal/sodadclient"
@@ -42,9 +43,9 @@ type sodadBox struct {
 	cursor uint64 // sodad's audit, read up to here (egressSince)
 }
 
-// egressSince implements egressFeed: the egress records sodad kept since
-// the last read.
-func (b *sodadBox) egressSince(ctx context.Context) []Event {
+// auditSince implements auditFeed: the egress and limit records sodad
+// kept since the last read.
+func (b *sodadBox) auditSince(ctx context.Context) []Event {
 	var out []Event
 	for range 10 { // at most 10 pages a call
 		recs, next, err := b.sb.ReadAudit(ctx, b.cursor, 1000)
@@ -55,14 +56,23 @@ func (b *sodadBox) egressSince(ctx context.Context) []Event {
 		for _, line := range recs {
 			var r struct {
 				Event  string `json:"event"`
+				Detail string `json:"detail"`
 				Egress *struct {
 					Target   string `json:"target"`
 					Decision string `json:"decision"`
 					Reason   string `json:"reason"`
 				} `json:"egress"`
 			}
-			if json.Unmarshal([]byte(line), &r) == nil && r.Event == "egress" && r.Egress != nil {
+			if json.Unmarshal([]byte(line), &r) != nil {
+				continue
+			}
+			switch {
+			case r.Event == "egress" && r.Egress != nil:
 				out = append(out, Event{Kind: "egress", Target: r.Egress.Target, Decision: r.Egress.Decision, Detail: r.Egress.Reason})
+			case r.Event == "limit" && strings.HasPrefix(r.Detail, "memory"):
+				out = append(out, Event{Kind: "memory", Detail: r.Detail})
+			case r.Event == "limit" && strings.HasPrefix(r.Detail, "tasks"):
+				out = append(out, Event{Kind: "tasks", Detail: r.Detail})
 			}
 		}
 	}

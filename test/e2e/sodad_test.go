@@ -525,8 +525,8 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	// a whole session. Each sandbox is sodad's, owned by alice, run as a
 	// dedicated uid, with its workspace; its journal has the session's
 	// records and sodad's; nothing is left after close.
-	sess := as("alice", "sh", "-c", "cd / && "+filepath.Join(art, "sessioncall")+" -egress http://127.0.0.1:18999/hostname -- sodactl sandbox mcp --profile dev")
-	if sess.err != nil || !strings.Contains(sess.stdout, "ok close") || !strings.Contains(sess.stdout, "ok egress 127.0.0.1:18999 allow") {
+	sess := as("alice", "sh", "-c", "cd / && "+filepath.Join(art, "sessioncall")+" -egress http://127.0.0.1:18999/hostname -limits -- sodactl sandbox mcp --profile dev")
+	if sess.err != nil || !strings.Contains(sess.stdout, "ok close") || !strings.Contains(sess.stdout, "ok egress 127.0.0.1:18999 allow") || !strings.Contains(sess.stdout, "ok limits") {
 		t.Fatalf("a session through sodad:\n%s", sess)
 	}
 	t.Logf("a session through sodad: %s", strings.ReplaceAll(strings.TrimSpace(sess.stdout), "\n", "; "))

@@ -26,6 +26,7 @@ func main() {
 	url := flag.String("url", "", "Streamable HTTP endpoint (instead of a command)")
 	token := flag.String("token", "", "bearer token for -url")
 	egressURL := flag.String("egress", "", "also fetch this URL through the sandbox's proxy (curl -p) and find the attempt in the audit")
+	limits := flag.Bool("limits", false, "also hit the memory limit (2 GiB allocated) and the task limit (500 forks) and find both in the audit")
 	flag.Parse()
 	args := flag.Args()
 	if (len(args) == 0) == (*url == "") {
@@ -87,6 +88,21 @@ func main() {
 	ok("reset", "back to the baseline")
 	if *egressURL != "" {
 		exec("egress", id, "env -u NO_PROXY -u no_proxy curl -s -o /dev/null -m 3 -p "+*egressURL+"; echo $?")
+	}
+	if *limits {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec", Arguments: map[string]any{"sandbox_id": id,
+			"command": "python3 -c 'x = bytearray(2 << 30)'; i=0; while [ $i -lt 500 ]; do sleep 3 & i=$((i+1)); done 2>/dev/null; wait"}})
+		if err != nil {
+			fail("limits", err.Error())
+		}
+		var r map[string]any
+		data, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(data, &r)
+		e, _ := r["exec"].(map[string]any)
+		if e["memory_limit_hit"] != true || e["tasks_limit_hit"] != true {
+			fail("limits", string(data))
+		}
+		ok("limits", "memory and task limits hit")
 	}
 	a := call("audit", "sandbox_audit", map[string]any{"sandbox_id": id})
 	audit := a["audit"].(map[string]any)
