@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ func main() {
 	url := flag.String("url", "", "Streamable HTTP endpoint (instead of a command)")
 	token := flag.String("token", "", "bearer token for -url")
 	egressURL := flag.String("egress", "", "also fetch this URL through the sandbox's proxy (curl -p) and find the attempt in the audit")
+	hold := flag.Int("hold", 0, "instead: create N idle sandboxes, print \"ok held N\", wait for stdin to close, close them")
 	limits := flag.Bool("limits", false, "also hit the memory limit (2 GiB allocated) and the task limit (500 forks) and find both in the audit")
 	flag.Parse()
 	args := flag.Args()
@@ -64,6 +66,20 @@ func main() {
 	exec := func(step, id, command string) string {
 		r := call(step, "sandbox_exec", map[string]any{"sandbox_id": id, "command": command})
 		return r["exec"].(map[string]any)["stdout"].(string)
+	}
+	if *hold > 0 {
+		var ids []string
+		for range *hold {
+			r := call("create", "sandbox_create", map[string]any{"files": []any{map[string]any{"path": "a", "content": "x"}}})
+			ids = append(ids, r["sandbox_id"].(string))
+		}
+		ok("held", fmt.Sprint(len(ids)))
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		for _, id := range ids {
+			call("close", "sandbox_close", map[string]any{"sandbox_id": id})
+		}
+		ok("closed", fmt.Sprint(len(ids)))
+		return
 	}
 	r := call("create", "sandbox_create", map[string]any{"files": []any{map[string]any{"path": "app.py", "content": "print(6 * 7)\n"}}})
 	id := r["sandbox_id"].(string)
