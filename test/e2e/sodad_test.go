@@ -567,6 +567,32 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 		initKiB += rss(p)
 	}
 	sodadPer := float64(rss(sodadPID)-before8) / 8
+	// Exec's bad input, on one of them: each a D-Bus error naming it; bob
+	// may not Exec in alice's sandbox; a sandbox that is not persistent
+	// says so.
+	list := must(t, as("alice", "busctl", "call", "--json=short", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListSandboxes"))
+	heldPath := regexp.MustCompile(`"(/io/github/soda_project/Soda1/sandbox/dev_[^"]+)"`).FindStringSubmatch(list)
+	if heldPath == nil {
+		t.Fatalf("ListSandboxes while 8 sessions are held: %s", list)
+	}
+	const sbi = "io.github.soda_project.Soda1.Sandbox"
+	for _, c := range []struct {
+		user string
+		args []string
+		want string
+	}{
+		{"alice", []string{"Exec", "asa{sv}a{sv}", "0", "0", "0"}, "argv is empty"},
+		{"alice", []string{"Exec", "asa{sv}a{sv}", "1", "true", "1", "dir", "s", "workspace", "0"}, "clean absolute path"},
+		{"alice", []string{"Exec", "asa{sv}a{sv}", "1", "true", "1", "timeout", "s", "5", "0"}, "want type t"},
+		{"alice", []string{"Exec", "asa{sv}a{sv}", "1", "true", "1", "uid", "u", "0", "0"}, "unknown option"},
+		{"alice", []string{"Exec", "asa{sv}a{sv}", "1", "true", "0", "1", "stdout", "s", "x"}, "want a variant of type h"},
+		{"bob", []string{"Exec", "asa{sv}a{sv}", "1", "true", "0", "0"}, "manage-other"},
+	} {
+		r := as(c.user, append([]string{"busctl", "call", dest, heldPath[1], sbi}, c.args...)...)
+		if r.err == nil || !strings.Contains(r.stderr+r.stdout, c.want) {
+			t.Errorf("%s: busctl call %v: want an error saying %q\n%s", c.user, c.args, c.want, r)
+		}
+	}
 	t.Logf("figures: memory per idle session through sodad (8 held): sodad +%.0f KiB RSS each; the sandbox's init %.0f KiB RSS each (%d inits)",
 		sodadPer, float64(initKiB)/float64(max(len(inits), 1)), len(inits))
 	held.finish(t, 30*time.Second)
