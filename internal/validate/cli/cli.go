@@ -1,0 +1,115 @@
+// Package cli is soda-validated's command line: flags, the engine, the
+// worker and the transport.
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/validate"
+	"github.com/soda-project/soda/internal/version"
+)
+
+const usage = `Usage: soda-validated [OPTIONS] KIND
+
+Serve the validator of /etc/soda/validate/KIND.conf as one MCP tool,
+validate, run in a closed-network sandbox, one call at a time. Standard
+output is JSON-RPC only (--transport stdio); diagnostics go to standard
+error.
+
+Options:
+  --config-dir DIR         the kinds' directory (default /etc/soda/validate)
+  --transport stdio        the only transport built yet
+  --allow-degraded LAYERS  run without these sandbox layers where the host
+                           lacks them (e.g. cgroup: then no limits)
+  -v, --verbose            log debug lines
+  --version                print the version
+`
+
+// Main runs soda-validated with args and returns its exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("soda-validated", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	dir := fs.String("config-dir", validate.DefaultDir, "")
+	transport := fs.String("transport", "stdio", "")
+	degraded := fs.String("allow-degraded", "", "")
+	verbose := fs.Bool("verbose", false, "")
+	fs.BoolVar(verbose, "v", false, "")
+	showVersion := fs.Bool("version", false, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "soda-validated", version.Version)
+		return 0
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "soda-validated: name one KIND (its configuration is DIR/KIND.conf)")
+		return 2
+	}
+	if *transport != "stdio" {
+		fmt.Fprintf(stderr, "soda-validated: --transport %s: only stdio is built yet\n", *transport)
+		return 2
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := run(fs.Arg(0), *dir, *degraded, log, stdin, stdout); err != nil {
+		log.Error("soda-validated failed", "err", err)
+		fmt.Fprintf(stderr, "soda-validated: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run(kindName, dir, degraded string, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+	k, err := validate.LoadKind(dir, kindName)
+	if err != nil {
+		return err
+	}
+	tmpl := sandbox.Spec{NoNetwork: true, ReadOnly: k.ReadOnlyPaths, Env: k.Env,
+		Limits: sandbox.Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUPercent: k.CPUPercent}}
+	if degraded != "" {
+		if tmpl.AllowDegraded, err = sandbox.ParseLayers(degraded); err != nil {
+			return fmt.Errorf("--allow-degraded: %w", err)
+		}
+	}
+	ecfg := sandbox.Detect()
+	ecfg.Log, ecfg.ClosedNetwork = log, true
+	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
+		return err
+	}
+	engine, err := sandbox.New(ecfg)
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	w, err := validate.NewWorker(k, &session.Direct{Engine: engine, Template: tmpl}, log)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", "stdio", "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
+	err = validate.NewServer(w, version.Version).Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}})
+	if err != nil && ctx.Err() == nil && err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

@@ -1,0 +1,202 @@
+package validate
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/soda-project/soda/internal/session"
+)
+
+// Errors of a call that did not run.
+var (
+	// ErrBusy: another call runs; there is no queue.
+	ErrBusy = errors.New("busy: the worker runs one call at a time; try again when it is done")
+	// ErrPoisoned: a clean-up failed; an operator must resolve it.
+	ErrPoisoned = errors.New("poisoned: a previous call's clean-up failed; the worker refuses work until an operator restarts it after checking")
+)
+
+// Worker runs one kind's validator, one call at a time.
+type Worker struct {
+	kind      *Kind
+	backend   session.Backend
+	log       *slog.Logger
+	validator string // the validator binary's digest, taken at start
+
+	mu       sync.Mutex // held for a whole call and its clean-up
+	poisoned string
+}
+
+// NewWorker returns the worker of kind k on backend b (a closed-network
+// sandbox backend with the kind's limits). It reads the validator's
+// digest now: a binary replaced later is caught per call.
+func NewWorker(k *Kind, b session.Backend, log *slog.Logger) (*Worker, error) {
+	d, err := fileDigest(k.Command[0])
+	if err != nil {
+		return nil, fmt.Errorf("validator %s: %w", k.Command[0], err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{kind: k, backend: b, log: log, validator: d}, nil
+}
+
+// Kind returns the worker's kind.
+func (w *Worker) Kind() *Kind { return w.kind }
+
+// Validate checks files, runs the validator on them in a new sandbox and
+// returns the verdict. A refused request is a *RefusedError, a second call
+// while one runs ErrBusy, any call after a failed clean-up ErrPoisoned;
+// everything else is a Verdict (completed or not).
+func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
+	k := w.kind
+	if err := CheckFiles(k, files); err != nil {
+		return nil, err
+	}
+	if !w.mu.TryLock() {
+		return nil, ErrBusy
+	}
+	defer w.mu.Unlock()
+	if w.poisoned != "" {
+		return nil, fmt.Errorf("%w (%s)", ErrPoisoned, w.poisoned)
+	}
+	start := time.Now()
+	v := &Verdict{Kind: k.Name, Untrusted: true, Diagnostics: []Diagnostic{}, Cleanup: "clean",
+		Limits: Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUQuotaPercent: k.CPUPercent, DeadlineSeconds: int64(k.Deadline / time.Second), Network: "none"}}
+	v.Digests.Sources, v.Digests.All = digests(files)
+	v.Digests.Config, v.Digests.Validator = k.Digest, w.validator
+	defer func() {
+		v.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		v.Attestation = statement(v, k)
+	}()
+	if d, err := fileDigest(k.Command[0]); err != nil || d != w.validator {
+		v.Status = StatusFailed
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the validator %s changed since the worker started (or cannot be read): restart it", k.Command[0])})
+		return v, nil
+	}
+
+	// The sandbox lives for this call, whatever the client does: its
+	// context is not the call's (a bare disconnect leaves the work
+	// supervised to its end; the deadline bounds it).
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.Deadline+30*time.Second)
+	defer cancel()
+	box, err := w.backend.Start(runCtx, 1<<20+MaxAllBytes*2)
+	if err != nil {
+		v.Status = StatusFailed
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the sandbox could not start: " + err.Error()})
+		return v, nil
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer ccancel()
+		if err := box.Close(cctx); err != nil {
+			v.Cleanup = "failed: " + err.Error()
+			w.poisoned = err.Error()
+			w.log.Error("validation sandbox clean-up failed: the worker is poisoned", "kind", k.Name, "sandbox", box.ID(), "err", err)
+		}
+	}()
+	var in bytes.Buffer
+	tw := tar.NewWriter(&in)
+	dirs := map[string]bool{}
+	var names []string
+	for _, f := range files {
+		for d := path.Dir(f.Path); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
+		names = append(names, f.Path)
+	}
+	var dl []string
+	for d := range dirs {
+		dl = append(dl, d)
+	}
+	slices.Sort(dl)
+	for _, d := range dl {
+		_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: time.Unix(0, 0)})
+	}
+	for _, f := range files {
+		_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path, Mode: 0o644, Size: int64(len(f.Content)), ModTime: time.Unix(0, 0)})
+		_, _ = tw.Write([]byte(f.Content))
+	}
+	_ = tw.Close()
+	var tarErr bytes.Buffer
+	if st, err := box.Exec(runCtx, []string{"tar", "-x", "-f", "-", "-C", session.Workspace}, session.Workspace, &in, &bytes.Buffer{}, &tarErr, 30*time.Second); err != nil || st.Code != 0 {
+		v.Status = StatusFailed
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the sources could not be written into the sandbox: %v %s", err, strings.TrimSpace(tarErr.String()))})
+		return v, nil
+	}
+	var argv []string
+	for _, a := range k.Command {
+		if a == FilesArg {
+			argv = append(argv, names...)
+		} else {
+			argv = append(argv, a)
+		}
+	}
+	var out limitedBuffer
+	out.max = 256 << 10
+	st, err := box.Exec(runCtx, argv, session.Workspace, nil, &out, &out, k.Deadline)
+	switch {
+	case err != nil:
+		v.Status = StatusFailed
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the validator could not run: " + err.Error()})
+		return v, nil
+	case st.TimedOut:
+		v.Status = StatusDeadline
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the validator did not finish within %s", k.Deadline)})
+		return v, nil
+	}
+	code := st.Code
+	v.ExitCode = &code
+	v.Diagnostics, v.DiagnosticsTruncated = parseDiagnostics(k.Output, out.String())
+	if v.Diagnostics == nil {
+		v.Diagnostics = []Diagnostic{}
+	}
+	verdict := ""
+	switch {
+	case slices.Contains(k.ValidExit, code):
+		verdict = StatusValid
+	case slices.Contains(k.InvalidExit, code) && len(v.Diagnostics) == 0:
+		v.Status = StatusMalformed
+		return v, nil
+	case slices.Contains(k.InvalidExit, code):
+		verdict = StatusInvalid
+	default:
+		v.Status = StatusCrashed
+		if st.MemoryKills > 0 || st.TasksRefused > 0 {
+			v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the sandbox's limits struck: %d processes killed by the memory limit, %d forks refused", st.MemoryKills, st.TasksRefused)})
+		}
+		return v, nil
+	}
+	v.Completed, v.Verdict, v.Status = true, &verdict, verdict
+	return v, nil
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,314 @@
+// Package validate tests soda-validated through the real subprocess with
+// the go-sdk client: real shellcheck and tsc, hostile requests, the busy
+// refusal, the deadline, a validator trying the network, and the
+// attestation's digests recomputed independently.
+package validate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var bin, repo string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "soda-validate-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, pkg := range []string{"soda-validated", "soda-sandbox-init"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/soda-project/soda/cmd/"+pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	bin = dir
+	wd, _ := os.Getwd()
+	repo = filepath.Join(wd, "..", "..")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if err := exec.Command("unshare", "--user", "--map-current-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
+		t.Skipf("SKIP: no user namespaces for an unprivileged sandbox here (%v); CI runs these tests as root", err)
+	}
+}
+
+// worker writes conf as KIND.conf in a temp directory, starts
+// soda-validated KIND and connects the go-sdk client.
+func worker(t *testing.T, kind, conf string) (*mcp.ClientSession, string) {
+	t.Helper()
+	requireSandbox(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, kind+".conf")
+	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", dir, "--allow-degraded", "cgroup", kind)
+	var stderr strings.Builder
+	cmd.Stderr = &lockedWriter{b: &stderr}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", stderr.String())
+		}
+	})
+	return cs, p
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+type verdict struct {
+	Completed   bool    `json:"completed"`
+	Verdict     *string `json:"verdict"`
+	Status      string  `json:"status"`
+	Cleanup     string  `json:"cleanup"`
+	Untrusted   bool    `json:"diagnostics_untrusted"`
+	Diagnostics []struct {
+		File, Severity, Message string
+		Line                    int
+	} `json:"diagnostics"`
+	Digests struct {
+		Sources   map[string]string `json:"sources"`
+		All       string            `json:"all"`
+		Config    string            `json:"config"`
+		Validator string            `json:"validator"`
+	} `json:"digests"`
+	Limits struct {
+		MemoryMax int64  `json:"memory_max"`
+		Network   string `json:"network"`
+	} `json:"limits"`
+	Attestation struct {
+		Type          string `json:"_type"`
+		PredicateType string `json:"predicateType"`
+		Subject       []struct {
+			Name   string
+			Digest map[string]string
+		} `json:"subject"`
+		Predicate struct {
+			Result        string `json:"result"`
+			Configuration []struct {
+				Name   string
+				Digest map[string]string
+			} `json:"configuration"`
+		} `json:"predicate"`
+	} `json:"attestation"`
+}
+
+func validate(t *testing.T, cs *mcp.ClientSession, files ...[2]string) (verdict, string, bool) {
+	t.Helper()
+	var fs []any
+	for _, f := range files {
+		fs = append(fs, map[string]any{"path": f[0], "content": f[1]})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "validate", Arguments: map[string]any{"files": fs}})
+	if err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	var v verdict
+	data, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(data, &v)
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	return v, text.String(), res.IsError
+}
+
+const shellcheckConf = `[Validator]
+ExecStart=/usr/bin/shellcheck --norc --format=gcc --shell=bash %FILES%
+Files=*.sh
+Output=gcc
+ValidExit=0
+InvalidExit=1
+`
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func TestShellcheck(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/shellcheck"); err != nil {
+		t.Fatalf("shellcheck is not installed (.ci/run installs it): %v", err)
+	}
+	cs, conf := worker(t, "shellcheck", shellcheckConf)
+	good := "#!/bin/bash\nset -eu\necho \"hello $1\"\n"
+	v, text, isErr := validate(t, cs, [2]string{"bin/ok.sh", good})
+	if isErr || !v.Completed || v.Verdict == nil || *v.Verdict != "valid" || v.Cleanup != "clean" {
+		t.Fatalf("a valid script: %+v\n%s", v, text)
+	}
+	bad := "#!/bin/bash\nfor f in $(ls *.txt); do\n  cat $f\ndone\n"
+	v, text, isErr = validate(t, cs, [2]string{"bad.sh", bad}, [2]string{"bin/ok.sh", good})
+	if isErr || !v.Completed || v.Verdict == nil || *v.Verdict != "invalid" || len(v.Diagnostics) == 0 || !v.Untrusted {
+		t.Fatalf("an invalid script: %+v\n%s", v, text)
+	}
+	found := false
+	for _, d := range v.Diagnostics {
+		if d.File == "bad.sh" && d.Line > 0 && strings.Contains(d.Message, "SC") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no ShellCheck diagnostic with a position for bad.sh: %+v", v.Diagnostics)
+	}
+	// The digests, recomputed here.
+	if v.Digests.Sources["bad.sh"] != sha(bad) || v.Digests.Sources["bin/ok.sh"] != sha(good) {
+		t.Errorf("source digests %v", v.Digests.Sources)
+	}
+	all := sha256.New()
+	for _, n := range []string{"bad.sh", "bin/ok.sh"} {
+		all.Write([]byte(n + "\x00" + sha([]string{bad, good}[map[string]int{"bad.sh": 0, "bin/ok.sh": 1}[n]]) + "\n"))
+	}
+	if v.Digests.All != hex.EncodeToString(all.Sum(nil)) {
+		t.Errorf("digest of all sources %s, recomputed %s", v.Digests.All, hex.EncodeToString(all.Sum(nil)))
+	}
+	confData, _ := os.ReadFile(conf)
+	binData, _ := os.ReadFile("/usr/bin/shellcheck")
+	if v.Digests.Config != sha(string(confData)) || v.Digests.Validator != sha(string(binData)) {
+		t.Errorf("config digest %s (want %s), validator %s (want %s)", v.Digests.Config, sha(string(confData)), v.Digests.Validator, sha(string(binData)))
+	}
+	a := v.Attestation
+	if a.Type != "https://in-toto.io/Statement/v1" || a.PredicateType != "https://in-toto.io/attestation/test-result/v0.1" ||
+		a.Predicate.Result != "fail" || len(a.Subject) != 2 || a.Subject[0].Digest["sha256"] != sha(bad) || len(a.Predicate.Configuration) != 2 {
+		t.Errorf("attestation %+v", a)
+	}
+	if v.Limits.Network != "none" || v.Limits.MemoryMax != 1<<30 {
+		t.Errorf("limits %+v", v.Limits)
+	}
+}
+
+func TestTypeScript(t *testing.T) {
+	ts := filepath.Join(repo, "test", "node", "node_modules", "typescript")
+	if _, err := os.Stat(filepath.Join(ts, "bin", "tsc")); err != nil {
+		t.Fatalf("typescript is not installed in test/node (make deps-test): %v", err)
+	}
+	ts, _ = filepath.Abs(ts)
+	cs, _ := worker(t, "tsc", fmt.Sprintf(`[Validator]
+ExecStart=/usr/bin/node %s/bin/tsc --noEmit --pretty false --strict --target es2022 %%FILES%%
+Files=*.ts
+Output=tsc
+InvalidExit=1 2
+ReadOnlyPaths=%s
+`, ts, ts))
+	v, text, isErr := validate(t, cs, [2]string{"src/a.ts", "export function twice(x: number): number { return 2 * x; }\n"})
+	if isErr || v.Verdict == nil || *v.Verdict != "valid" {
+		t.Fatalf("valid TypeScript: %+v\n%s", v, text)
+	}
+	v, text, _ = validate(t, cs, [2]string{"src/a.ts", "export const n: number = 'text';\n"})
+	if v.Verdict == nil || *v.Verdict != "invalid" || len(v.Diagnostics) == 0 || !strings.Contains(v.Diagnostics[0].Message, "TS2322") || v.Diagnostics[0].Line != 1 {
+		t.Fatalf("invalid TypeScript: %+v\n%s", v, text)
+	}
+}
+
+// TestRefusals: each hostile name and size bound is refused before
+// anything is allocated (no sandbox starts: the refusal is immediate).
+func TestRefusals(t *testing.T) {
+	cs, _ := worker(t, "shellcheck", shellcheckConf)
+	big := strings.Repeat("x", 64<<10+1)
+	for _, c := range []struct {
+		name  string
+		files [][2]string
+		want  string
+	}{
+		{"none", nil, "1 to 8"},
+		{"nine", [][2]string{{"1.sh", ""}, {"2.sh", ""}, {"3.sh", ""}, {"4.sh", ""}, {"5.sh", ""}, {"6.sh", ""}, {"7.sh", ""}, {"8.sh", ""}, {"9.sh", ""}}, "1 to 8"},
+		{"traversal", [][2]string{{"../x.sh", ""}}, `".."`},
+		{"absolute", [][2]string{{"/etc/x.sh", ""}}, "absolute"},
+		{"device", [][2]string{{"aux.sh", ""}}, "device name"},
+		{"NUL name", [][2]string{{"a\x00.sh", ""}}, "NUL"},
+		{"NUL content", [][2]string{{"a.sh", "a\x00b"}}, "NUL"},
+		{"case overlap", [][2]string{{"A.sh", ""}, {"a.sh", ""}}, "overlap"},
+		{"dir overlap", [][2]string{{"d.sh", ""}, {"D.sh/x.sh", ""}}, "overlap"},
+		{"too big", [][2]string{{"a.sh", big}}, "per file"},
+		{"too much", [][2]string{{"1.sh", big[:60000]}, {"2.sh", big[:60000]}, {"3.sh", big[:60000]}, {"4.sh", big[:60000]}, {"5.sh", big[:60000]}}, "in all"},
+		{"pattern", [][2]string{{"a.py", ""}}, "takes only"},
+		{"long name", [][2]string{{strings.Repeat("a", 300) + ".sh", ""}}, "at most 255"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			_, text, isErr := validate(t, cs, c.files...)
+			if !isErr || !strings.Contains(text, "refused") || !strings.Contains(text, c.want) {
+				t.Errorf("want refused naming %q, got isError %v: %s", c.want, isErr, text)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("refusal took %s: something was allocated first", d)
+			}
+		})
+	}
+}
+
+// TestBusyDeadlineNetwork: a second call while one runs is busy (not
+// queued); a validator past its deadline gets no verdict; one that tries
+// the network finds none.
+func TestBusyDeadlineNetwork(t *testing.T) {
+	cs, _ := worker(t, "slow", `[Validator]
+ExecStart=/bin/sh -c "sleep 3; exit 0" %FILES%
+Files=*.sh
+[Limits]
+Deadline=1s
+`)
+	var wg sync.WaitGroup
+	var first verdict
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		first, _, _ = validate(t, cs, [2]string{"a.sh", "true\n"})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	_, text, isErr := validate(t, cs, [2]string{"b.sh", "true\n"})
+	if !isErr || !strings.Contains(text, "busy") {
+		t.Errorf("a second call while one runs: isError %v %s, want busy", isErr, text)
+	}
+	wg.Wait()
+	if first.Completed || first.Verdict != nil || first.Status != "deadline" {
+		t.Errorf("a validator past its deadline: %+v, want no verdict (deadline)", first)
+	}
+
+	cs, _ = worker(t, "net", `[Validator]
+ExecStart=/bin/sh -c "curl -sS -m 3 http://1.1.1.1/ && echo reached; exit 1" %FILES%
+Files=*.sh
+`)
+	v, text, _ := validate(t, cs, [2]string{"a.sh", "true\n"})
+	if strings.Contains(text, "reached") || len(v.Diagnostics) == 0 {
+		t.Errorf("a validator trying the network: %+v\n%s", v, text)
+	}
+}
