@@ -30,6 +30,7 @@ type Worker struct {
 	backend   session.Backend
 	log       *slog.Logger
 	validator string // the validator binary's digest, taken at start
+	owner     *Owner // where poisoning is recorded (nil: memory only)
 
 	mu       sync.Mutex // held for a whole call and its clean-up
 	poisoned string
@@ -38,7 +39,7 @@ type Worker struct {
 // NewWorker returns the worker of kind k on backend b (a closed-network
 // sandbox backend with the kind's limits). It reads the validator's
 // digest now: a binary replaced later is caught per call.
-func NewWorker(k *Kind, b session.Backend, log *slog.Logger) (*Worker, error) {
+func NewWorker(k *Kind, b session.Backend, owner *Owner, log *slog.Logger) (*Worker, error) {
 	d, err := fileDigest(k.Command[0])
 	if err != nil {
 		return nil, fmt.Errorf("validator %s: %w", k.Command[0], err)
@@ -46,7 +47,20 @@ func NewWorker(k *Kind, b session.Backend, log *slog.Logger) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{kind: k, backend: b, log: log, validator: d}, nil
+	w := &Worker{kind: k, backend: b, log: log, validator: d, owner: owner}
+	if owner != nil {
+		w.poisoned = owner.Poisoned()
+	}
+	return w, nil
+}
+
+// Poisoned says why the worker refuses work ("" when it does not).
+func (w *Worker) Poisoned() string {
+	if !w.mu.TryLock() {
+		return "" // a call runs: its outcome is not known yet
+	}
+	defer w.mu.Unlock()
+	return w.poisoned
 }
 
 // Kind returns the worker's kind.
@@ -100,6 +114,11 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		if err := box.Close(cctx); err != nil {
 			v.Cleanup = "failed: " + err.Error()
 			w.poisoned = err.Error()
+			if w.owner != nil {
+				if perr := w.owner.Poison(err.Error()); perr != nil {
+					w.log.Error("record the poisoning", "err", perr)
+				}
+			}
 			w.log.Error("validation sandbox clean-up failed: the worker is poisoned", "kind", k.Name, "sandbox", box.ID(), "err", err)
 		}
 	}()
@@ -142,8 +161,24 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	}
 	var out limitedBuffer
 	out.max = 256 << 10
-	st, err := box.Exec(runCtx, argv, session.Workspace, nil, &out, &out, k.Deadline)
+	// An explicit cancellation (or the session's end) retires the work:
+	// the validator is killed; the worker stays taken until its sandbox
+	// is gone. A bare disconnect cancels nothing: the work runs to its end.
+	execCtx, stopExec := context.WithCancel(runCtx)
+	defer stopExec()
+	go func() {
+		select {
+		case <-ctx.Done():
+			stopExec()
+		case <-execCtx.Done():
+		}
+	}()
+	st, err := box.Exec(execCtx, argv, session.Workspace, nil, &out, &out, k.Deadline)
 	switch {
+	case ctx.Err() != nil:
+		v.Status = StatusCancelled
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the call was cancelled: the validator was stopped"})
+		return v, nil
 	case err != nil:
 		v.Status = StatusFailed
 		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the validator could not run: " + err.Error()})

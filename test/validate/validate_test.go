@@ -57,13 +57,19 @@ func requireSandbox(t *testing.T) {
 // soda-validated KIND and connects the go-sdk client.
 func worker(t *testing.T, kind, conf string) (*mcp.ClientSession, string) {
 	t.Helper()
+	return workerIn(t, t.TempDir(), kind, conf)
+}
+
+// workerIn is worker with the owner directories under state.
+func workerIn(t *testing.T, state, kind, conf string) (*mcp.ClientSession, string) {
+	t.Helper()
 	requireSandbox(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, kind+".conf")
 	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", dir, "--allow-degraded", "cgroup", kind)
+	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", dir, "--state-dir", state, "--allow-degraded", "cgroup", kind)
 	var stderr strings.Builder
 	cmd.Stderr = &lockedWriter{b: &stderr}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -311,4 +317,96 @@ Files=*.sh
 	if strings.Contains(text, "reached") || len(v.Diagnostics) == 0 {
 		t.Errorf("a validator trying the network: %+v\n%s", v, text)
 	}
+}
+
+// TestCancel: an explicit cancellation retires the run (the validator is
+// stopped, not left to its end), and the worker is free again once its
+// sandbox is gone.
+func TestCancel(t *testing.T) {
+	cs, _ := worker(t, "slow", `[Validator]
+ExecStart=/bin/sh -c "sleep 20; exit 0" %FILES%
+Files=*.sh
+[Limits]
+Deadline=30s
+`)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "validate", Arguments: map[string]any{"files": []any{map[string]any{"path": "a.sh", "content": "true\n"}}}})
+	cancel()
+	if err == nil {
+		t.Fatal("a cancelled call returned a result")
+	}
+	// Free again well before the validator's 20 s: a call is admitted
+	// (and then cancelled in turn).
+	for {
+		callCtx, callCancel := context.WithTimeout(context.Background(), time.Second)
+		res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "validate", Arguments: map[string]any{"files": []any{map[string]any{"path": "b.sh", "content": "true\n"}}}})
+		callCancel()
+		busy := err == nil && res.IsError && strings.Contains(fmt.Sprint(res.Content[0]), "busy")
+		if !busy {
+			break // admitted: it ran until this call's own cancellation
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("still busy 10 s after the cancellation: the validator ran on")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the worker was free again %s after the call was cancelled at 0.5 s", time.Since(start))
+}
+
+// TestOwnership: two workers on one owner directory, the second refuses;
+// a corrupt or missing owner record is refused, never made anew; a
+// --reconcile start writes a fresh one.
+func TestOwnership(t *testing.T) {
+	requireSandbox(t)
+	state := t.TempDir()
+	conf := shellcheckConf
+	workerIn(t, state, "shellcheck", conf)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "shellcheck.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := func(extra ...string) (string, error) {
+		args := append([]string{"--config-dir", dir, "--state-dir", state, "--allow-degraded", "cgroup"}, extra...)
+		cmd := exec.Command(filepath.Join(bin, "soda-validated"), append(args, "shellcheck")...)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := second(); err == nil || !strings.Contains(out, "held by another soda-validated") {
+		t.Errorf("a second worker on the same owner directory: %v\n%s", err, out)
+	}
+	// A fresh state directory: the first worker leaves, the record is
+	// broken, then removed.
+	state2 := t.TempDir()
+	if out, err := secondIn(dir, state2); err != nil {
+		t.Fatalf("first start: %v\n%s", err, out)
+	}
+	rec := filepath.Join(state2, "shellcheck", "owner.json")
+	if err := os.WriteFile(rec, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := secondIn(dir, state2); err == nil || !strings.Contains(out, "corrupt") || !strings.Contains(out, "--reconcile") {
+		t.Errorf("a corrupt owner record: %v\n%s", err, out)
+	}
+	os.Remove(rec)
+	if out, err := secondIn(dir, state2); err == nil || !strings.Contains(out, "missing") {
+		t.Errorf("a missing owner record: %v\n%s", err, out)
+	}
+	if out, err := secondIn(dir, state2, "--reconcile"); err != nil {
+		t.Errorf("--reconcile: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(rec); err != nil {
+		t.Errorf("--reconcile wrote no record: %v", err)
+	}
+}
+
+// secondIn starts soda-validated shellcheck with an empty stdin (it ends
+// at once) and returns its output.
+func secondIn(confDir, state string, extra ...string) (string, error) {
+	args := append([]string{"--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup"}, extra...)
+	cmd := exec.Command(filepath.Join(bin, "soda-validated"), append(args, "shellcheck")...)
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

@@ -28,6 +28,10 @@ error.
 
 Options:
   --config-dir DIR         the kinds' directory (default /etc/soda/validate)
+  --state-dir DIR          the owner directories (default /var/lib/soda/validate)
+  --reconcile              write a fresh owner record (after checking that
+                           nothing of the kind runs): clears a poisoning, a
+                           missing or corrupt record
   --transport stdio        the only transport built yet
   --allow-degraded LAYERS  run without these sandbox layers where the host
                            lacks them (e.g. cgroup: then no limits)
@@ -42,6 +46,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	dir := fs.String("config-dir", validate.DefaultDir, "")
 	transport := fs.String("transport", "stdio", "")
+	stateDir := fs.String("state-dir", validate.DefaultStateDir, "")
+	reconcile := fs.Bool("reconcile", false, "")
 	degraded := fs.String("allow-degraded", "", "")
 	verbose := fs.Bool("verbose", false, "")
 	fs.BoolVar(verbose, "v", false, "")
@@ -66,7 +72,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(fs.Arg(0), *dir, *degraded, log, stdin, stdout); err != nil {
+	if err := run(fs.Arg(0), *dir, *stateDir, *degraded, *reconcile, log, stdin, stdout); err != nil {
 		log.Error("soda-validated failed", "err", err)
 		fmt.Fprintf(stderr, "soda-validated: %v\n", err)
 		return 1
@@ -74,7 +80,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func run(kindName, dir, degraded string, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+func run(kindName, dir, stateDir, degraded string, reconcile bool, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	k, err := validate.LoadKind(dir, kindName)
 	if err != nil {
 		return err
@@ -96,7 +102,21 @@ func run(kindName, dir, degraded string, log *slog.Logger, stdin io.Reader, stdo
 		return err
 	}
 	defer engine.Close()
-	w, err := validate.NewWorker(k, &session.Direct{Engine: engine, Template: tmpl}, log)
+	owner, err := validate.OpenOwner(stateDir, k.Name, reconcile)
+	if err != nil {
+		return err
+	}
+	defer owner.Close()
+	// Recovery before ready: what a killed predecessor left.
+	if n, err := owner.Recover(); err != nil {
+		return fmt.Errorf("recover %s: %w", owner, err)
+	} else if n > 0 {
+		log.Info("removed what a killed predecessor left", "owner", owner.String(), "count", n)
+	}
+	if removed, err := engine.SweepLeftovers(context.Background()); err != nil {
+		log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
+	}
+	w, err := validate.NewWorker(k, &session.Direct{Engine: engine, Template: tmpl, HomeDir: owner.TmpDir()}, owner, log)
 	if err != nil {
 		return err
 	}
