@@ -49,6 +49,9 @@ type Options struct {
 	// ReadTimeout bounds the time to receive headers and body; a
 	// connection that sends no complete request headers within it is closed.
 	ReadTimeout time.Duration
+	// RefuseOrigin refuses every request with an Origin header, loopback
+	// ones included (a validation worker has no browser clients).
+	RefuseOrigin bool
 }
 
 // headerSlack is what net/http adds to Server.MaxHeaderBytes for its read
@@ -155,7 +158,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(w, http.StatusForbidden, fmt.Sprintf("Host %q does not name this loopback listener (DNS rebinding protection)", r.Host))
 		return
 	}
-	if o := r.Header.Get("Origin"); o != "" && !originAllowed(o) {
+	if o := r.Header.Get("Origin"); o != "" && (f.opts.RefuseOrigin || !originAllowed(o)) {
 		f.log.Warn("request refused", "reason", "origin", "origin", o, "remote", r.RemoteAddr)
 		deny(w, http.StatusForbidden, fmt.Sprintf("Origin %q is not a loopback origin (DNS rebinding protection)", o))
 		return

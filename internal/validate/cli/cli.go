@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,9 +23,8 @@ import (
 const usage = `Usage: soda-validated [OPTIONS] KIND
 
 Serve the validator of /etc/soda/validate/KIND.conf as one MCP tool,
-validate, run in a closed-network sandbox, one call at a time. Standard
-output is JSON-RPC only (--transport stdio); diagnostics go to standard
-error.
+validate, run in a closed-network sandbox, one call at a time
+(soda-validated(8)). Diagnostics go to standard error.
 
 Options:
   --config-dir DIR         the kinds' directory (default /etc/soda/validate)
@@ -32,7 +32,11 @@ Options:
   --reconcile              write a fresh owner record (after checking that
                            nothing of the kind runs): clears a poisoning, a
                            missing or corrupt record
-  --transport stdio        the only transport built yet
+  --transport stdio|http   stdio (default: stdout is JSON-RPC only), or
+                           Streamable HTTP on systemd's socket or --listen
+  --listen 127.0.0.1:PORT  the loopback address (http without systemd)
+  --token-file FILE        the bearer token (default STATE/KIND/token, made
+                           on the first start)
   --allow-degraded LAYERS  run without these sandbox layers where the host
                            lacks them (e.g. cgroup: then no limits)
   -v, --verbose            log debug lines
@@ -48,6 +52,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	transport := fs.String("transport", "stdio", "")
 	stateDir := fs.String("state-dir", validate.DefaultStateDir, "")
 	reconcile := fs.Bool("reconcile", false, "")
+	listen := fs.String("listen", "", "")
+	tokenFile := fs.String("token-file", "", "")
 	degraded := fs.String("allow-degraded", "", "")
 	verbose := fs.Bool("verbose", false, "")
 	fs.BoolVar(verbose, "v", false, "")
@@ -63,8 +69,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "soda-validated: name one KIND (its configuration is DIR/KIND.conf)")
 		return 2
 	}
-	if *transport != "stdio" {
-		fmt.Fprintf(stderr, "soda-validated: --transport %s: only stdio is built yet\n", *transport)
+	if *transport != "stdio" && *transport != "http" {
+		fmt.Fprintf(stderr, "soda-validated: --transport %s: stdio or http\n", *transport)
 		return 2
 	}
 	level := slog.LevelInfo
@@ -72,7 +78,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(fs.Arg(0), *dir, *stateDir, *degraded, *reconcile, log, stdin, stdout); err != nil {
+	o := opts{kind: fs.Arg(0), dir: *dir, stateDir: *stateDir, degraded: *degraded, reconcile: *reconcile,
+		transport: *transport, listen: *listen, tokenFile: *tokenFile}
+	if o.tokenFile == "" {
+		o.tokenFile = filepath.Join(o.stateDir, o.kind, "token")
+	}
+	if err := run(o, log, stdin, stdout); err != nil {
 		log.Error("soda-validated failed", "err", err)
 		fmt.Fprintf(stderr, "soda-validated: %v\n", err)
 		return 1
@@ -80,15 +91,21 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func run(kindName, dir, stateDir, degraded string, reconcile bool, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
-	k, err := validate.LoadKind(dir, kindName)
+// opts are the command line's choices.
+type opts struct {
+	kind, dir, stateDir, degraded, transport, listen, tokenFile string
+	reconcile                                                   bool
+}
+
+func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+	k, err := validate.LoadKind(o.dir, o.kind)
 	if err != nil {
 		return err
 	}
 	tmpl := sandbox.Spec{NoNetwork: true, ReadOnly: k.ReadOnlyPaths, Env: k.Env,
 		Limits: sandbox.Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUPercent: k.CPUPercent}}
-	if degraded != "" {
-		if tmpl.AllowDegraded, err = sandbox.ParseLayers(degraded); err != nil {
+	if o.degraded != "" {
+		if tmpl.AllowDegraded, err = sandbox.ParseLayers(o.degraded); err != nil {
 			return fmt.Errorf("--allow-degraded: %w", err)
 		}
 	}
@@ -102,7 +119,7 @@ func run(kindName, dir, stateDir, degraded string, reconcile bool, log *slog.Log
 		return err
 	}
 	defer engine.Close()
-	owner, err := validate.OpenOwner(stateDir, k.Name, reconcile)
+	owner, err := validate.OpenOwner(o.stateDir, k.Name, o.reconcile)
 	if err != nil {
 		return err
 	}
@@ -122,8 +139,12 @@ func run(kindName, dir, stateDir, degraded string, reconcile bool, log *slog.Log
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", "stdio", "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
-	err = validate.NewServer(w, version.Version).Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}})
+	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", o.transport, "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
+	server := validate.NewServer(w, version.Version)
+	if o.transport == "http" {
+		return serveHTTP(ctx, log, server, w, o.listen, o.tokenFile)
+	}
+	err = server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}})
 	if err != nil && ctx.Err() == nil && err != io.EOF {
 		return err
 	}

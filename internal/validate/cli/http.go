@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/internal/httpfront"
+	"github.com/soda-project/soda/internal/systemd"
+	"github.com/soda-project/soda/internal/token"
+	"github.com/soda-project/soda/internal/validate"
+)
+
+// The listener's bounds (the seed's figures).
+const (
+	maxConnections = 32
+	maxHeaderBytes = 16 << 10
+	readTimeout    = 10 * time.Second
+	maxBodyBytes   = 2 << 20
+	maxBodyReaders = 16
+	maxSessions    = 8
+	sessionIdle    = 15 * time.Minute
+)
+
+// serveHTTP serves server over Streamable HTTP on the systemd socket
+// (socket activation) or on listen, behind the token of tokenFile (made
+// on the first start), until ctx ends; ready is closed once recovery is
+// done (before it, and while the worker is poisoned, /ready is 503).
+func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, w *validate.Worker, listen, tokenFile string) error {
+	tok, err := token.Ensure(tokenFile)
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	var ls []net.Listener
+	if systemd.Activated() {
+		named, err := systemd.Listeners()
+		if err != nil {
+			return err
+		}
+		for _, l := range named {
+			ls = append(ls, l...)
+		}
+	} else {
+		if listen == "" {
+			return errors.New("--transport http needs --listen 127.0.0.1:PORT (or systemd's socket)")
+		}
+		l, err := net.Listen("tcp", listen)
+		if err != nil {
+			return err
+		}
+		ls = append(ls, l)
+	}
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{SessionTimeout: sessionIdle})
+	readers := make(chan struct{}, maxBodyReaders)
+	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			if r.ContentLength > maxBodyBytes {
+				http.Error(rw, fmt.Sprintf("request body over %d bytes", maxBodyBytes), http.StatusRequestEntityTooLarge)
+				return
+			}
+			select {
+			case readers <- struct{}{}:
+				defer func() { <-readers }()
+			default:
+				rw.Header().Set("Retry-After", "1")
+				http.Error(rw, fmt.Sprintf("more than %d requests are sending their bodies", maxBodyReaders), http.StatusServiceUnavailable)
+				return
+			}
+			r.Body = http.MaxBytesReader(rw, r.Body, maxBodyBytes)
+			if r.Header.Get("Mcp-Session-Id") == "" && sessions(server) >= maxSessions {
+				rw.Header().Set("Retry-After", "5")
+				http.Error(rw, fmt.Sprintf("%d sessions are open: at most %d", maxSessions, maxSessions), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		mcpHandler.ServeHTTP(rw, r)
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	front := httpfront.New(log, httpfront.Options{Name: "validate-" + w.Kind().Name, Token: tok, MaxConnections: maxConnections,
+		MaxHeaderBytes: maxHeaderBytes, ReadTimeout: readTimeout, RefuseOrigin: true}, mux)
+	// /ready: 503 while draining or while clean-up is uncertain.
+	go func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			front.SetDraining(w.Poisoned() != "")
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	errs := make(chan error, len(ls))
+	for _, l := range ls {
+		go func() { errs <- front.Serve(l) }()
+	}
+	log.Info("serving", "listen", fmt.Sprint(ls[0].Addr()), "token_file", tokenFile, "socket_activated", systemd.Activated())
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		if err != nil {
+			return err
+		}
+	}
+	front.SetDraining(true)
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return front.Shutdown(sctx)
+}
+
+func sessions(s *mcp.Server) int {
+	n := 0
+	for range s.Sessions() {
+		n++
+	}
+	return n
+}
