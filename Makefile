@@ -7,6 +7,7 @@
 #   make bench-sandbox  sodactl run side by side with codex sandbox and srt
 #   make bench-sodad    a sandbox through sodad against a direct sodactl run
 #   make bench-sessions persistent sandbox sessions against a cold sodactl run
+#   make bench-validate soda-validated over HTTP against shellcheck directly
 #   make bench-conformance  the MCP conformance runner, reference vs soda-mcpd
 #   make man        render man pages
 
@@ -17,7 +18,7 @@ BINS    := soda-mcpd sodactl soda-sandbox-init sodad
 MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8 man/soda-profile.5 man/sodad.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
-.PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-conformance man clean
+.PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-conformance man clean
 
 all: build
 
@@ -88,6 +89,10 @@ bench-sodad:
 # sodactl run, in one run.
 bench-sessions:
 	bash bench/sessions.sh
+
+# soda-validated over HTTP against the validator run directly, in one run.
+bench-validate:
+	bash bench/validate.sh
 
 # The official MCP conformance runner against the reference server directly
 # and behind soda-mcpd; needs CONFORMANCE_SERVER (see bench/conformance.sh).

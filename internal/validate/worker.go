@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/soda-project/soda/internal/session"
 )
 
@@ -30,7 +32,13 @@ type Worker struct {
 	backend   session.Backend
 	log       *slog.Logger
 	validator string // the validator binary's digest, taken at start
+	binStat   binID  // what the binary was then: rehashed only if it changed
 	owner     *Owner // where poisoning is recorded (nil: memory only)
+
+	// spare is the next call's sandbox, started after the previous call
+	// (fresh each time, never reused; it waits in the closed network with
+	// nothing in it), so that a call does not wait for one to start.
+	spare chan spareBox
 
 	mu       sync.Mutex // held for a whole call and its clean-up
 	poisoned string
@@ -47,11 +55,58 @@ func NewWorker(k *Kind, b session.Backend, owner *Owner, log *slog.Logger) (*Wor
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{kind: k, backend: b, log: log, validator: d, owner: owner}
+	w := &Worker{kind: k, backend: b, log: log, validator: d, binStat: statID(k.Command[0]), owner: owner, spare: make(chan spareBox, 1)}
 	if owner != nil {
 		w.poisoned = owner.Poisoned()
 	}
+	if w.poisoned == "" {
+		w.startSpare()
+	}
 	return w, nil
+}
+
+type spareBox struct {
+	box session.Box
+	err error
+}
+
+// startSpare starts the next call's sandbox in the background.
+func (w *Worker) startSpare() {
+	go func() {
+		box, err := w.backend.Start(context.Background(), workspaceSize)
+		w.spare <- spareBox{box, err}
+	}()
+}
+
+// Close ends the spare sandbox; call it once no call runs.
+func (w *Worker) Close(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.poisoned != "" {
+		return // no spare was started after the poisoning
+	}
+	if sp := <-w.spare; sp.box != nil {
+		_ = sp.box.Close(ctx)
+	}
+	w.poisoned = "closed"
+}
+
+// workspaceSize is each call's workspace: the sources and some room.
+const workspaceSize = 1<<20 + MaxAllBytes*2
+
+// binID is what identifies a file's contents cheaply: device, inode,
+// size, modification and change times.
+type binID struct {
+	dev, ino, size uint64
+	mtime, ctime   int64
+}
+
+func statID(p string) binID {
+	var st unix.Stat_t
+	if unix.Stat(p, &st) != nil {
+		return binID{}
+	}
+	return binID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
 
 // Poisoned says why the worker refuses work ("" when it does not).
@@ -91,10 +146,14 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		v.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 		v.Attestation = statement(v, k)
 	}()
-	if d, err := fileDigest(k.Command[0]); err != nil || d != w.validator {
-		v.Status = StatusFailed
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the validator %s changed since the worker started (or cannot be read): restart it", k.Command[0])})
-		return v, nil
+	if id := statID(k.Command[0]); id != w.binStat || id == (binID{}) {
+		if d, err := fileDigest(k.Command[0]); err == nil && d == w.validator {
+			w.binStat = id // touched, same contents
+		} else {
+			v.Status = StatusFailed
+			v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the validator %s changed since the worker started (or cannot be read): restart it", k.Command[0])})
+			return v, nil
+		}
 	}
 
 	// The sandbox lives for this call, whatever the client does: its
@@ -102,7 +161,13 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	// supervised to its end; the deadline bounds it).
 	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.Deadline+30*time.Second)
 	defer cancel()
-	box, err := w.backend.Start(runCtx, 1<<20+MaxAllBytes*2)
+	sp := <-w.spare
+	box, err := sp.box, sp.err
+	defer func() {
+		if w.poisoned == "" {
+			w.startSpare() // after this call's clean-up (defers run last first)
+		}
+	}()
 	if err != nil {
 		v.Status = StatusFailed
 		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the sandbox could not start: " + err.Error()})

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, pkg := range []string{"soda-validated", "soda-sandbox-init"} {
+	for _, pkg := range []string{"soda-validated", "soda-sandbox-init", "sodactl"} {
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/soda-project/soda/cmd/"+pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
 			os.Exit(1)

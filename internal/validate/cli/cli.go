@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -137,6 +138,11 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w.Close(cctx) // waits for a call in progress and its clean-up
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", o.transport, "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
