@@ -14,8 +14,8 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/soda-project/soda/internal/version.Version=$(VERSION)
-BINS    := soda-mcpd sodactl soda-sandbox-init sodad
-MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8 man/soda-profile.5 man/sodad.8
+BINS    := soda-mcpd sodactl soda-sandbox-init sodad soda-validated
+MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8 man/soda-profile.5 man/sodad.8 man/soda-validated.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
 .PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-conformance man clean
