@@ -17,8 +17,13 @@ func main() {
 	if confDir == "" {
 		confDir = config.DefaultDir
 	}
+	validateDir := os.Getenv("SODA_VALIDATE_DIR") // for tests
+	if validateDir == "" {
+		validateDir = "/etc/soda/validate"
+	}
 	os.Exit(generator.Command{
 		ConfigDir:    confDir,
+		ValidateDir:  validateDir,
 		TemplateUnit: "/usr/lib/systemd/system/soda-mcp@.socket",
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,

@@ -29,6 +29,8 @@ type Command struct {
 	ConfigDir string
 	// TemplateUnit is the path of soda-mcp@.socket.
 	TemplateUnit string
+	// ValidateDir holds the validation workers' KIND.conf ("": none).
+	ValidateDir string
 	// Stdout and Stderr receive help and usage errors.
 	Stdout, Stderr io.Writer
 	// Log receives the problems found while generating.
@@ -55,7 +57,7 @@ func (c Command) Run(args []string) int {
 		fmt.Fprintf(c.Stderr, "soda-generator: %v\nRun 'soda-generator --help' for usage.\n", err)
 		return 2
 	}
-	if _, err := Generate(Options{ConfigDir: c.ConfigDir, OutputDir: args[0], TemplateUnit: c.TemplateUnit}, c.Log); err != nil {
+	if _, err := Generate(Options{ConfigDir: c.ConfigDir, OutputDir: args[0], TemplateUnit: c.TemplateUnit, ValidateDir: c.ValidateDir}, c.Log); err != nil {
 		c.Log("%v", err)
 		return 1
 	}

@@ -34,6 +34,10 @@ type Options struct {
 	// TemplateUnit is the path of soda-mcp@.socket, the target of
 	// enablement symlinks.
 	TemplateUnit string
+	// ValidateDir holds the validation workers' KIND.conf files
+	// (/etc/soda/validate; "": none): each with [Listener] Listen= gets
+	// the listen drop-in of soda-validate@KIND.socket.
+	ValidateDir string
 }
 
 // Result lists what was generated and skipped.
@@ -47,6 +51,8 @@ type instance struct {
 	path string
 	cfg  config.Server
 	port string
+	// unit is the socket unit ("soda-mcp@NAME.socket" when empty).
+	unit string
 }
 
 // Generate writes drop-ins for every valid config. It returns an error only
@@ -79,6 +85,11 @@ func Generate(opts Options, logf Logger) (Result, error) {
 		}
 		insts = append(insts, instance{name: cfg.Name, path: p, cfg: cfg, port: port})
 	}
+	if opts.ValidateDir != "" {
+		vs, skipped := validateInstances(opts.ValidateDir, logf)
+		insts = append(insts, vs...)
+		res.Skipped = append(res.Skipped, skipped...)
+	}
 	byPort := map[string][]instance{}
 	for _, in := range insts {
 		byPort[in.port] = append(byPort[in.port], in)
@@ -103,7 +114,10 @@ func Generate(opts Options, logf Logger) (Result, error) {
 }
 
 func write(opts Options, in instance) error {
-	unit := "soda-mcp@" + in.name + ".socket"
+	unit := in.unit
+	if unit == "" {
+		unit = "soda-mcp@" + in.name + ".socket"
+	}
 	dir := filepath.Join(opts.OutputDir, unit+".d")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)

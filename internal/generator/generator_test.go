@@ -74,3 +74,37 @@ func TestGenerateMissingConfigDir(t *testing.T) {
 		t.Fatalf("got %v, %v", res, err)
 	}
 }
+
+// TestValidateKinds: a kind with [Listener] Listen= gets the listen
+// drop-in of soda-validate@KIND.socket; one without is stdio only; a port
+// another server asks for is refused for both.
+func TestValidateKinds(t *testing.T) {
+	mcp, val, out := t.TempDir(), t.TempDir(), t.TempDir()
+	write := func(dir, name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(val, "shellcheck.conf", "[Validator]\nExecStart=/usr/bin/shellcheck %FILES%\nFiles=*.sh\n[Listener]\nListen=127.0.0.1:18120\n")
+	write(val, "stdio.conf", "[Validator]\nExecStart=/usr/bin/true %FILES%\nFiles=*.x\n")
+	write(val, "clash.conf", "[Listener]\nListen=127.0.0.1:18121\n")
+	write(val, "public.conf", "[Listener]\nListen=0.0.0.0:18122\n")
+	write(mcp, "jira.conf", "[Server]\nExecStart=/bin/cat\n[Bridge]\nListen=127.0.0.1:18121\n")
+	var logs []string
+	res, err := Generate(Options{ConfigDir: mcp, OutputDir: out, ValidateDir: val, TemplateUnit: "/x"}, func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "soda-validate@shellcheck.socket.d", "50-listen.conf"))
+	if err != nil || !strings.Contains(string(b), "ListenStream=127.0.0.1:18120") {
+		t.Errorf("shellcheck's drop-in: %q, %v", b, err)
+	}
+	for _, name := range []string{"soda-validate@stdio.socket.d", "soda-validate@clash.socket.d", "soda-mcp@jira.socket.d", "soda-validate@public.socket.d"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err == nil {
+			t.Errorf("%s generated; want none (%v)", name, logs)
+		}
+	}
+	if !slices.Contains(res.Generated, "shellcheck") {
+		t.Errorf("generated %v", res.Generated)
+	}
+}

@@ -54,6 +54,9 @@ type Kind struct {
 	ReadOnlyPaths []string
 	// Env is the validator's extra environment (NAME=VALUE).
 	Env []string
+	// Listen is the loopback address of soda-validate@KIND.socket
+	// ([Listener] Listen=, for soda-generator; "" for stdio only).
+	Listen string
 	// Limits of each call's sandbox.
 	MemoryMax  int64
 	TasksMax   int64
@@ -165,6 +168,11 @@ func (k *Kind) apply(o config.Option) error {
 			}
 			k.Env = append(k.Env, e)
 		}
+	case "Listener.Listen":
+		if err := config.CheckLoopback(v); err != nil {
+			return err
+		}
+		k.Listen = v
 	case "Limits.MemoryMax":
 		n, err := config.ParseBytes(v)
 		if err != nil {
@@ -190,7 +198,7 @@ func (k *Kind) apply(o config.Option) error {
 		}
 		k.Deadline = d
 	default:
-		return errors.New("unknown key (known: Validator.ExecStart, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Limits.MemoryMax, TasksMax, CPUQuota, Deadline)")
+		return errors.New("unknown key (known: Validator.ExecStart, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline)")
 	}
 	return nil
 }

@@ -100,7 +100,7 @@ func TestSystemd(t *testing.T) {
 	art := t.TempDir()
 	deb := buildDeb(t, repo)
 	t.Logf("package: %s", deb)
-	for _, p := range []string{"mcpecho", "sessioncall"} {
+	for _, p := range []string{"mcpecho", "sessioncall", "validatecall"} {
 		gobuild := exec.Command("go", "build", "-o", filepath.Join(art, p), "./test/"+p)
 		gobuild.Dir = repo
 		if out, err := gobuild.CombinedOutput(); err != nil {
@@ -138,6 +138,7 @@ func TestSystemd(t *testing.T) {
 		{"k_benchmark_activation_and_exit_idle", e.testBenchmark},
 		{"q_packaged_sodactl_runs_a_sandbox", e.testPackagedSandbox},
 		{"r_sessions_over_streamable_http", e.testSessionsHTTP},
+		{"s_validate_shellcheck_from_the_package", e.testValidateUnit},
 		{"j_remove_package_leaves_nothing", e.testRemove},
 	}
 	for _, s := range steps {
@@ -332,6 +333,78 @@ func (e *env) testSessionsHTTP(t *testing.T) {
 	}
 	if u := units(); len(u) > 0 {
 		t.Errorf("sandbox units left 15 s after soda-mcp@sandbox stopped: %v", u)
+	}
+}
+
+// testValidateUnit: the packaged shellcheck example as
+// soda-validate@shellcheck: the generator gives the socket its port, the
+// first connection starts the worker and makes its token, an MCP client
+// gets attested verdicts for a valid and an invalid script; kill -9 of the
+// worker, then a new call: systemd restarts it, it recovers, the call
+// works; stopping leaves no sandbox behind.
+func (e *env) testValidateUnit(t *testing.T) {
+	b := e.b
+	if b.run("test", "-x", "/usr/bin/shellcheck").err != nil {
+		t.Fatal("shellcheck is not installed on the host (.ci/run installs it)")
+	}
+	must(t, b.sh("install -D -m 0644 /usr/share/doc/soda/examples/validate/shellcheck.conf /etc/soda/validate/shellcheck.conf && systemctl daemon-reload && systemctl start soda-validate@shellcheck.socket"))
+	if l := b.run("systemctl", "show", "-P", "Listen", "soda-validate@shellcheck.socket").stdout; !strings.Contains(l, "127.0.0.1:18120") {
+		t.Fatalf("soda-validate@shellcheck.socket listens on %q: the generator's drop-in is missing", l)
+	}
+	tokenFile := "/var/lib/soda/validate/shellcheck/token"
+	if code := strings.TrimSpace(b.run("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:18120/ready").stdout); code != "401" {
+		t.Errorf("/ready without the token: %s, want 401", code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.run("test", "-s", tokenFile).err != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no token after the first connection:\n%s", b.run("journalctl", "-u", "soda-validate@shellcheck", "--no-pager", "-n", "20").stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := b.sh("curl -s -H \"Authorization: Bearer $(cat " + tokenFile + ")\" http://127.0.0.1:18120/ready"); strings.TrimSpace(r.stdout) != "ready" {
+		t.Errorf("/ready with the token: %s", r)
+	}
+	call := func(file string) map[string]any {
+		t.Helper()
+		r := b.exec(runOpts{timeout: 120 * time.Second}, filepath.Join(e.art, "validatecall"), "-url", "http://127.0.0.1:18120/mcp", "-token-file", tokenFile, file)
+		var v map[string]any
+		if r.err != nil || json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &v) != nil {
+			t.Fatalf("validatecall %s: %s", file, r)
+		}
+		return v
+	}
+	good := call(`ok.sh=#!/bin/bash\necho "$1"\n`)
+	if good["completed"] != true || good["verdict"] != "valid" || good["cleanup"] != "clean" {
+		t.Errorf("a valid script: %v", good)
+	}
+	bad := call(`bad.sh=#!/bin/bash\necho $1\n`)
+	diags, _ := json.Marshal(bad["diagnostics"])
+	if bad["completed"] != true || bad["verdict"] != "invalid" || !strings.Contains(string(diags), "SC2086") {
+		t.Errorf("an invalid script: %v", bad)
+	}
+	att, _ := bad["attestation"].(map[string]any)
+	if att["predicateType"] != "https://in-toto.io/attestation/test-result/v0.1" {
+		t.Errorf("attestation: %v", att)
+	}
+	t.Logf("soda-validate@shellcheck: valid script %v, invalid script %v with %s", good["status"], bad["status"], diags)
+
+	pid := strings.TrimSpace(must(t, b.run("systemctl", "show", "-P", "MainPID", "soda-validate@shellcheck.service")))
+	must(t, b.run("kill", "-9", pid))
+	time.Sleep(1500 * time.Millisecond) // RestartSec=1s
+	again := call(`ok.sh=#!/bin/bash\necho "$1"\n`)
+	if again["verdict"] != "valid" {
+		t.Errorf("after kill -9 of the worker: %v", again)
+	}
+	if p := strings.TrimSpace(b.run("systemctl", "show", "-P", "MainPID", "soda-validate@shellcheck.service").stdout); p == pid || p == "0" {
+		t.Errorf("the worker's pid after kill -9: %s (was %s)", p, pid)
+	}
+	if rec := b.run("cat", "/var/lib/soda/validate/shellcheck/owner.json").stdout; !strings.Contains(rec, `"kind": "shellcheck"`) {
+		t.Errorf("owner record: %s", rec)
+	}
+	must(t, b.run("systemctl", "stop", "soda-validate@shellcheck.socket", "soda-validate@shellcheck.service"))
+	if out := strings.TrimSpace(b.run("sh", "-c", "systemctl list-units --no-legend 'soda-sandbox-*' | grep -v inactive || true").stdout); out != "" {
+		t.Errorf("sandbox units left after soda-validate@shellcheck stopped:\n%s", out)
 	}
 }
 
