@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -147,5 +148,139 @@ func TestHTTP(t *testing.T) {
 	}
 	for _, s := range extra {
 		s.Close()
+	}
+}
+
+// TestReadyPoisonedAndKilled: /ready in each state (401 without the
+// token, 503 while the worker is poisoned, 200 otherwise), a poisoned
+// worker refuses work across restarts until --reconcile; kill -9 of the
+// worker mid-call leaves no sandbox process, and the next start removes
+// what it left and serves.
+func TestReadyPoisonedAndKilled(t *testing.T) {
+	requireSandbox(t)
+	state, confDir := t.TempDir(), t.TempDir()
+	conf := "[Validator]\nExecStart=/bin/sh -c \"sleep 30; exit 0\" %FILES%\nFiles=*.sh\n"
+	if err := os.WriteFile(filepath.Join(confDir, "slow.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := func(extra ...string) (*exec.Cmd, string, string) {
+		t.Helper()
+		l, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := l.Addr().String()
+		l.Close()
+		args := append([]string{"--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr}, extra...)
+		cmd := exec.Command(filepath.Join(bin, "soda-validated"), append(args, "slow")...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		var tok string
+		for deadline := time.Now().Add(10 * time.Second); tok == ""; {
+			if b, err := os.ReadFile(filepath.Join(state, "slow", "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
+				if c, err := net.Dial("tcp", addr); err == nil {
+					c.Close()
+					tok = strings.TrimSpace(string(b))
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no listener")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return cmd, addr, tok
+	}
+	ready := func(addr, tok string) int {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/ready", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	cmd, addr, tok := start()
+	if c := ready(addr, ""); c != 401 {
+		t.Errorf("/ready without the token: %d, want 401", c)
+	}
+	if c := ready(addr, tok); c != 200 {
+		t.Errorf("/ready: %d, want 200", c)
+	}
+	// kill -9 mid-call.
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "validate", Arguments: map[string]any{"files": []any{map[string]any{"path": "a.sh", "content": "true\n"}}}})
+	}()
+	// Mid-call: the validator (sleep) runs in the call's sandbox.
+	var inits []int
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		inits = initsOf(cmd.Process.Pid)
+		running := false
+		for _, p := range inits {
+			for _, d := range descendantsOf(p) {
+				if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d)); strings.TrimSpace(string(b)) == "sleep" {
+					running = true
+				}
+			}
+		}
+		if running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call's validator did not start: inits %v", inits)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var all []int
+	for _, p := range inits {
+		all = append(all, p)
+		all = append(all, descendantsOf(p)...)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		alive := 0
+		for _, p := range all {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); err == nil && !strings.Contains(string(b), ") Z ") {
+				alive++
+			}
+		}
+		if alive == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the sandboxes alive 10 s after kill -9 of the worker", alive)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Poisoned (as a failed clean-up records it): refused across a
+	// restart, /ready 503, until --reconcile.
+	rec := filepath.Join(state, "slow", "owner.json")
+	data, _ := os.ReadFile(rec)
+	data = []byte(strings.Replace(string(data), `"kind"`, `"poisoned": "clean-up of sandbox x failed", "kind"`, 1))
+	if err := os.WriteFile(rec, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, addr, tok = start()
+	if c := ready(addr, tok); c != 503 {
+		t.Errorf("/ready while poisoned: %d, want 503", c)
+	}
+	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	if _, text, isErr := validate(t, cs2, [2]string{"a.sh", "true\n"}); !isErr || !strings.Contains(text, "poisoned") {
+		t.Errorf("a poisoned worker: %s", text)
+	}
+	if tmp, _ := os.ReadDir(filepath.Join(state, "slow", "tmp")); len(tmp) > 1 { // its own spare's home at most
+		t.Errorf("the killed worker's homes were not removed: %d entries", len(tmp))
 	}
 }

@@ -410,3 +410,38 @@ func secondIn(confDir, state string, extra ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// initsOf lists the soda-sandbox-init children of pid.
+func initsOf(pid int) []int {
+	var out []int
+	for _, c := range childrenOf(pid) {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.HasPrefix(string(b), "soda-sandbox-in") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func childrenOf(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, s := range strings.Fields(string(b)) {
+			var n int
+			if _, err := fmt.Sscan(s, &n); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+func descendantsOf(pid int) []int {
+	var out []int
+	for _, c := range childrenOf(pid) {
+		out = append(out, c)
+		out = append(out, descendantsOf(c)...)
+	}
+	return out
+}
