@@ -284,3 +284,161 @@ func TestReadyPoisonedAndKilled(t *testing.T) {
 		t.Errorf("the killed worker's homes were not removed: %d entries", len(tmp))
 	}
 }
+
+// TestHTTPSessions: DELETE of the session during a run retires it (the
+// worker is free long before the validator would have ended); a bare
+// disconnect leaves the work to run on (the worker stays busy); a session
+// gets one GET stream; a connection that sends no complete headers within
+// 10 s is closed.
+func TestHTTPSessions(t *testing.T) {
+	requireSandbox(t)
+	state, confDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "slow.conf"), []byte("[Validator]\nExecStart=/bin/sh -c \"sleep 6; exit 0\" %FILES%\nFiles=*.sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr, "slow")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var tok string
+	for deadline := time.Now().Add(10 * time.Second); tok == ""; {
+		if b, err := os.ReadFile(filepath.Join(state, "slow", "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				tok = strings.TrimSpace(string(b))
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no listener")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	url := "http://" + addr + "/mcp"
+	connect := func() *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	// busy: the validator (sleep) runs in a sandbox of the worker.
+	busy := func() bool {
+		for _, p := range descendantsOf(cmd.Process.Pid) {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(b)) == "sleep" {
+				return true
+			}
+		}
+		return false
+	}
+	run := func(cs *mcp.ClientSession) {
+		go func() {
+			_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "validate", Arguments: map[string]any{"files": []any{map[string]any{"path": "a.sh", "content": "true\n"}}}})
+		}()
+		for deadline := time.Now().Add(5 * time.Second); !busy(); {
+			if time.Now().After(deadline) {
+				t.Fatal("the run never made the worker busy")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// DELETE (the client closing its session) retires the run.
+	cs := connect()
+	run(cs)
+	t0 := time.Now()
+	del, _ := http.NewRequest("DELETE", url, nil)
+	del.Header.Set("Authorization", "Bearer "+tok)
+	del.Header.Set("Mcp-Session-Id", cs.ID())
+	go func() { // go-sdk answers the DELETE once the session's calls are done
+		if r, err := http.DefaultClient.Do(del); err == nil {
+			r.Body.Close()
+		}
+	}()
+	for busy() {
+		if time.Since(t0) > 4*time.Second {
+			t.Fatal("still busy 4 s after the session's DELETE: the run was not retired")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("free %s after the session's DELETE", time.Since(t0).Round(time.Millisecond))
+
+	// A bare disconnect: a raw tools/call whose connection is closed.
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	post := func(sid, body string) (*http.Response, error) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		return (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	}
+	resp, err := post("", init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := resp.Header.Get("Mcp-Session-Id")
+	resp.Body.Close()
+	if r, err := post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err == nil {
+		r.Body.Close()
+	}
+	// GET streams: one per session.
+	get := func() int {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		t.Cleanup(cancel)
+		r, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			return -1
+		}
+		return r.StatusCode
+	}
+	if a, b := get(), get(); a != 200 || b == 200 {
+		t.Errorf("GET streams of one session: %d then %d, want 200 then a refusal", a, b)
+	}
+	go func() {
+		if r, err := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"validate","arguments":{"files":[{"path":"a.sh","content":"true\n"}]}}}`); err == nil {
+			r.Body.Close() // the bare disconnect: the response is never read
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !busy(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the raw call never made the worker busy")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t1 := time.Now()
+	time.Sleep(2 * time.Second)
+	if !busy() {
+		t.Errorf("a bare disconnect retired the run (free %s after)", time.Since(t1))
+	}
+
+	// Headers never completed: closed within 10 s (and a bit).
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\n", addr)
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	t2 := time.Now()
+	buf := make([]byte, 512)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			break
+		}
+	}
+	if d := time.Since(t2); d > 12*time.Second || d < 9*time.Second {
+		t.Errorf("a connection that never finished its headers was closed after %s, want about 10 s", d)
+	}
+}

@@ -146,9 +146,9 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", o.transport, "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
-	server := validate.NewServer(w, version.Version)
+	server, calls := validate.NewServerCalls(w, version.Version)
 	if o.transport == "http" {
-		return serveHTTP(ctx, log, server, w, o.listen, o.tokenFile)
+		return serveHTTP(ctx, log, server, calls, w, o.listen, o.tokenFile)
 	}
 	err = server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}})
 	if err != nil && ctx.Err() == nil && err != io.EOF {

@@ -32,7 +32,7 @@ const (
 // (socket activation) or on listen, behind the token of tokenFile (made
 // on the first start), until ctx ends; ready is closed once recovery is
 // done (before it, and while the worker is poisoned, /ready is 503).
-func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, w *validate.Worker, listen, tokenFile string) error {
+func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls *validate.Calls, w *validate.Worker, listen, tokenFile string) error {
 	tok, err := token.Ensure(tokenFile)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
@@ -78,6 +78,13 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, w *val
 				rw.Header().Set("Retry-After", "5")
 				http.Error(rw, fmt.Sprintf("%d sessions are open: at most %d", maxSessions, maxSessions), http.StatusServiceUnavailable)
 				return
+			}
+		}
+		if r.Method == http.MethodDelete {
+			// A session's DELETE retires its call in flight (the worker
+			// stays taken until the sandbox is gone).
+			if id := r.Header.Get("Mcp-Session-Id"); id != "" && calls.Retire(id) {
+				log.Info("session deleted: its call is retired", "session", id)
 			}
 		}
 		mcpHandler.ServeHTTP(rw, r)
