@@ -438,7 +438,7 @@ func TestHTTPSessions(t *testing.T) {
 			break
 		}
 	}
-	if d := time.Since(t2); d > 12*time.Second || d < 9*time.Second {
+	if d := time.Since(t2); d > 20*time.Second || d < 9*time.Second { // 10 s, and a loaded machine
 		t.Errorf("a connection that never finished its headers was closed after %s, want about 10 s", d)
 	}
 }
