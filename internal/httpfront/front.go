@@ -52,6 +52,10 @@ type Options struct {
 	// RefuseOrigin refuses every request with an Origin header, loopback
 	// ones included (a validation worker has no browser clients).
 	RefuseOrigin bool
+	// ExactHost accepts only a Host that is a served listener's address
+	// as it is (127.0.0.1:PORT), not "localhost:PORT" or another loopback
+	// address.
+	ExactHost bool
 }
 
 // headerSlack is what net/http adds to Server.MaxHeaderBytes for its read
@@ -71,6 +75,7 @@ type Front struct {
 	// concurrently, so adding one must not lose another.
 	portsMu sync.RWMutex
 	ports   []string
+	addrs   []string // the listeners' addresses, for ExactHost
 	gate    *gate
 	srv     *http.Server
 }
@@ -107,6 +112,7 @@ func (f *Front) Serve(l net.Listener) error {
 	if tcp, ok := l.Addr().(*net.TCPAddr); ok {
 		f.portsMu.Lock()
 		f.ports = append(f.ports, strconv.Itoa(tcp.Port))
+		f.addrs = append(f.addrs, tcp.String())
 		f.portsMu.Unlock()
 	}
 	l = f.gate.listener(l)
@@ -257,6 +263,9 @@ func (f *Front) hostAllowed(host string) bool {
 	}
 	f.portsMu.RLock()
 	defer f.portsMu.RUnlock()
+	if f.opts.ExactHost {
+		return slices.Contains(f.addrs, host)
+	}
 	// Unix-socket listeners have no port; accept "localhost" with any port.
 	return len(f.ports) == 0 || slices.Contains(f.ports, port)
 }

@@ -108,6 +108,7 @@ func TestHTTP(t *testing.T) {
 		{"no token on ready", "GET", "/ready", nil, nil, 401},
 		{"ready", "GET", "/ready", auth, nil, 200},
 		{"foreign Host", "POST", "/mcp", with("Host", "evil.example:80"), init, 403},
+		{"localhost, not the exact address", "POST", "/mcp", with("Host", "localhost:"+strings.Split(addr, ":")[1]), init, 403},
 		{"an Origin, even loopback", "POST", "/mcp", with("Origin", "http://127.0.0.1"), init, 403},
 		{"body over 2 MiB", "POST", "/mcp", auth, bytes.Repeat([]byte(" "), 2<<20+1), 413},
 		{"headers over 16 KiB", "POST", "/mcp", with("X-Pad", strings.Repeat("a", 17<<10)), init, 431},
@@ -440,5 +441,58 @@ func TestHTTPSessions(t *testing.T) {
 	}
 	if d := time.Since(t2); d > 20*time.Second || d < 9*time.Second { // 10 s, and a loaded machine
 		t.Errorf("a connection that never finished its headers was closed after %s, want about 10 s", d)
+	}
+}
+
+// TestBodyReaders: at most 16 requests send their bodies at once; the 17th
+// is refused with 503.
+func TestBodyReaders(t *testing.T) {
+	requireSandbox(t)
+	state, confDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "shellcheck.conf"), []byte(shellcheckConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr, "shellcheck")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var tok string
+	for deadline := time.Now().Add(10 * time.Second); tok == ""; {
+		if b, err := os.ReadFile(filepath.Join(state, "shellcheck", "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				tok = strings.TrimSpace(string(b))
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no listener")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// 16 slow senders: headers, then a body that never finishes.
+	for i := 0; i < 16; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{", addr, tok)
+	}
+	time.Sleep(300 * time.Millisecond)
+	req, _ := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a 17th request while 16 send their bodies: %d, want 503", resp.StatusCode)
 	}
 }

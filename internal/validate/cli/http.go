@@ -92,7 +92,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	front := httpfront.New(log, httpfront.Options{Name: "validate-" + w.Kind().Name, Token: tok, MaxConnections: maxConnections,
-		MaxHeaderBytes: maxHeaderBytes, ReadTimeout: readTimeout, RefuseOrigin: true}, mux)
+		MaxHeaderBytes: maxHeaderBytes, ReadTimeout: readTimeout, RefuseOrigin: true, ExactHost: true}, mux)
 	// /ready: 503 while draining or while clean-up is uncertain.
 	go func() {
 		t := time.NewTicker(500 * time.Millisecond)
