@@ -1,0 +1,95 @@
+package mcpconfig
+
+import (
+	"strings"
+	"testing"
+)
+
+// The same two servers (a stdio one with a secret in its environment, a
+// remote one) in each format.
+var formats = []struct {
+	file, format, data string
+}{
+	{".mcp.json", FormatClaude, `{"mcpServers": {
+  "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"API_KEY": "s3cret"}},
+  "remote": {"type": "http", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer t"}}
+}}`},
+	{"config.toml", FormatCodex, `model = "o4"
+[mcp_servers.everything]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-everything"]
+env = { API_KEY = "s3cret" }
+
+[mcp_servers.remote]
+url = "https://mcp.example.com/mcp"
+`},
+	{"opencode.json", FormatOpenCode, `{
+  // comments are allowed
+  "$schema": "https://opencode.ai/config.json",
+  "mcp": {
+    "everything": {"type": "local", "command": ["npx", "-y", "@modelcontextprotocol/server-everything"], "environment": {"API_KEY": "s3cret"}, "enabled": true},
+    "remote": {"type": "remote", "url": "https://mcp.example.com/mcp"},
+  },
+}`},
+	{"mcp.json", FormatVSCode, `{
+  "inputs": [],
+  "servers": {
+    "everything": {"type": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"API_KEY": "s3cret"}},
+    /* a remote one */
+    "remote": {"type": "http", "url": "https://mcp.example.com/mcp"}
+  }
+}`},
+}
+
+func TestParseFormats(t *testing.T) {
+	for _, f := range formats {
+		t.Run(f.format, func(t *testing.T) {
+			c, err := Parse(f.file, []byte(f.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Format != f.format || len(c.Servers) != 2 {
+				t.Fatalf("%+v", c)
+			}
+			e, r := c.Servers[0], c.Servers[1]
+			if e.Name != "everything" || e.Transport != "stdio" || e.Command != "npx" || strings.Join(e.Args, " ") != "-y @modelcontextprotocol/server-everything" || e.Env["API_KEY"] != "s3cret" {
+				t.Errorf("stdio server: %+v", e)
+			}
+			if r.Name != "remote" || r.Transport != "http" || r.URL != "https://mcp.example.com/mcp" {
+				t.Errorf("remote server: %+v", r)
+			}
+			if hp, err := r.HostPort(); err != nil || hp != "mcp.example.com:443" {
+				t.Errorf("HostPort = %q, %v", hp, err)
+			}
+		})
+	}
+}
+
+func TestParseHostile(t *testing.T) {
+	tests := []struct {
+		file, data, want string
+	}{
+		{"x.json", `{"mcpServers": {"a": {}}}`, "neither a command nor a url"},
+		{"x.json", `{"mcpServers": {"a": {"command": "x", "url": "http://h/"}}}`, "both"},
+		{"x.json", `{"mcpServers": {"a b": {"command": "x"}}}`, "letters, digits"},
+		{"x.json", `{"mcpServers": {"a": {"url": "file:///etc/passwd"}}}`, "http:// or https://"},
+		{"x.json", `{"mcpServers": {"a": {"type": "ws", "url": "http://h/"}}}`, "http or sse"},
+		{"x.json", `{"mcpServers": {"a": {"command": 7}}}`, "string or a list"},
+		{"x.json", `{"other": 1}`, "no MCP servers"},
+		{"x.json", `{"mcpServers": `, "not JSON"},
+		{"c.toml", `[mcp_servers`, "c.toml"},
+		{"c.toml", `model = "x"`, "no [mcp_servers.NAME]"},
+	}
+	for _, tc := range tests {
+		if _, err := Parse(tc.file, []byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %q: %v, want an error saying %q", tc.file, tc.data, err, tc.want)
+		}
+	}
+}
+
+func TestDisabled(t *testing.T) {
+	c, err := Parse("opencode.json", []byte(`{"mcp": {"off": {"type": "local", "command": ["x"], "enabled": false}}}`))
+	if err != nil || !c.Servers[0].Disabled {
+		t.Errorf("%+v %v", c, err)
+	}
+}
