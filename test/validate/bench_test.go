@@ -1,10 +1,7 @@
 package validate
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestBenchValidate is make bench-validate (SODA_BENCH=1): validating a
@@ -57,37 +52,7 @@ func TestBenchValidate(t *testing.T) {
 		}
 	}))
 
-	state, confDir := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(confDir, "shellcheck.conf"), []byte(shellcheckConf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr, "shellcheck")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
-	var tok string
-	for deadline := time.Now().Add(10 * time.Second); tok == ""; {
-		if b, err := os.ReadFile(filepath.Join(state, "shellcheck", "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
-			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
-				tok = strings.TrimSpace(string(b))
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no listener")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	ctx := context.Background()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := startHTTP(t, t.TempDir(), "shellcheck", shellcheckConf).connect(t)
 	defer cs.Close()
 	viaHTTP := median(timeIt(15, func() {
 		v, text, _ := validate(t, cs, [2]string{"a.sh", script})

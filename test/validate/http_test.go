@@ -25,12 +25,21 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestHTTP: the worker over Streamable HTTP behind the listener's bounds,
-// each with its status code; a whole validation with the go-sdk client.
-func TestHTTP(t *testing.T) {
-	requireSandbox(t)
-	state, confDir := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(confDir, "shellcheck.conf"), []byte(shellcheckConf), 0o644); err != nil {
+// httpWorker is a soda-validated --transport http serving kind (conf
+// written as KIND.conf) with its owner directories under state.
+type httpWorker struct {
+	cmd       *exec.Cmd
+	addr, tok string
+	url       string
+	stderr    *strings.Builder
+}
+
+// startHTTP starts it on a free loopback port and waits for its token and
+// listener; it is killed when t ends.
+func startHTTP(t testing.TB, state, kind, conf string, extra ...string) *httpWorker {
+	t.Helper()
+	confDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, kind+".conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -39,35 +48,50 @@ func TestHTTP(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup",
-		"--transport", "http", "--listen", addr, "shellcheck")
-	var stderr strings.Builder
-	cmd.Stderr = &lockedWriter{b: &stderr}
-	if err := cmd.Start(); err != nil {
+	args := append([]string{"--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr}, extra...)
+	w := &httpWorker{cmd: exec.Command(filepath.Join(bin, "soda-validated"), append(args, kind)...), addr: addr, url: "http://" + addr + "/mcp", stderr: &strings.Builder{}}
+	w.cmd.Stderr = &lockedWriter{b: w.stderr}
+	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("soda-validated stderr:\n%s", stderr.String())
-		}
-	})
-	url := "http://" + addr + "/mcp"
-	var tok string
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if b, err := os.ReadFile(filepath.Join(state, "shellcheck", "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
+	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); w.tok == ""; {
+		if b, err := os.ReadFile(filepath.Join(state, kind, "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
 			if c, err := net.Dial("tcp", addr); err == nil {
 				c.Close()
-				tok = strings.TrimSpace(string(b))
-				break
+				w.tok = strings.TrimSpace(string(b))
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no token or listener after 10 s")
+			t.Fatalf("soda-validated: no token or listener after 10 s\n%s", w.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return w
+}
+
+// connect is an MCP client session with the worker's token.
+func (w *httpWorker) connect(t testing.TB) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: w.url, HTTPClient: &http.Client{Transport: bearer{w.tok}}}, nil)
+	if err != nil {
+		t.Fatalf("connect over HTTP: %v", err)
+	}
+	return cs
+}
+
+// TestHTTP: the worker over Streamable HTTP behind the listener's bounds,
+// each with its status code; a whole validation with the go-sdk client.
+func TestHTTP(t *testing.T) {
+	requireSandbox(t)
+	w := startHTTP(t, t.TempDir(), "shellcheck", shellcheckConf)
+	addr, tok, url := w.addr, w.tok, w.url
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", w.stderr.String())
+		}
+	})
 	do := func(method, path string, hdr map[string]string, body []byte) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, "http://"+addr+path, bytes.NewReader(body))
@@ -119,11 +143,7 @@ func TestHTTP(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
-	if err != nil {
-		t.Fatalf("connect over HTTP: %v", err)
-	}
+	cs := w.connect(t)
 	defer cs.Close()
 	v, text, isErr := validate(t, cs, [2]string{"a.sh", "#!/bin/bash\necho $1\n"})
 	if isErr || v.Verdict == nil || *v.Verdict != "invalid" || len(v.Diagnostics) == 0 {
@@ -159,36 +179,12 @@ func TestHTTP(t *testing.T) {
 // what it left and serves.
 func TestReadyPoisonedAndKilled(t *testing.T) {
 	requireSandbox(t)
-	state, confDir := t.TempDir(), t.TempDir()
+	state := t.TempDir()
 	conf := "[Validator]\nExecStart=/bin/sh -c \"sleep 30; exit 0\" %FILES%\nFiles=*.sh\n"
-	if err := os.WriteFile(filepath.Join(confDir, "slow.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	start := func(extra ...string) (*exec.Cmd, string, string) {
+	start := func() (*exec.Cmd, string, string) {
 		t.Helper()
-		l, _ := net.Listen("tcp", "127.0.0.1:0")
-		addr := l.Addr().String()
-		l.Close()
-		args := append([]string{"--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr}, extra...)
-		cmd := exec.Command(filepath.Join(bin, "soda-validated"), append(args, "slow")...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		var tok string
-		for deadline := time.Now().Add(10 * time.Second); tok == ""; {
-			if b, err := os.ReadFile(filepath.Join(state, "slow", "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
-				if c, err := net.Dial("tcp", addr); err == nil {
-					c.Close()
-					tok = strings.TrimSpace(string(b))
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("no listener")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return cmd, addr, tok
+		w := startHTTP(t, state, "slow", conf)
+		return w.cmd, w.addr, w.tok
 	}
 	ready := func(addr, tok string) int {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/ready", nil)
@@ -210,11 +206,7 @@ func TestReadyPoisonedAndKilled(t *testing.T) {
 		t.Errorf("/ready: %d, want 200", c)
 	}
 	// kill -9 mid-call.
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := (&httpWorker{url: "http://" + addr + "/mcp", tok: tok}).connect(t)
 	go func() {
 		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "validate", Arguments: map[string]any{"files": []any{map[string]any{"path": "a.sh", "content": "true\n"}}}})
 	}()
@@ -272,11 +264,7 @@ func TestReadyPoisonedAndKilled(t *testing.T) {
 	if c := ready(addr, tok); c != 503 {
 		t.Errorf("/ready while poisoned: %d, want 503", c)
 	}
-	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs2 := (&httpWorker{url: "http://" + addr + "/mcp", tok: tok}).connect(t)
 	defer cs2.Close()
 	if _, text, isErr := validate(t, cs2, [2]string{"a.sh", "true\n"}); !isErr || !strings.Contains(text, "poisoned") {
 		t.Errorf("a poisoned worker: %s", text)
@@ -293,40 +281,9 @@ func TestReadyPoisonedAndKilled(t *testing.T) {
 // 10 s is closed.
 func TestHTTPSessions(t *testing.T) {
 	requireSandbox(t)
-	state, confDir := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(confDir, "slow.conf"), []byte("[Validator]\nExecStart=/bin/sh -c \"sleep 6; exit 0\" %FILES%\nFiles=*.sh\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr, "slow")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var tok string
-	for deadline := time.Now().Add(10 * time.Second); tok == ""; {
-		if b, err := os.ReadFile(filepath.Join(state, "slow", "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
-			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
-				tok = strings.TrimSpace(string(b))
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no listener")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	url := "http://" + addr + "/mcp"
-	connect := func() *mcp.ClientSession {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
-			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs
-	}
+	w := startHTTP(t, t.TempDir(), "slow", "[Validator]\nExecStart=/bin/sh -c \"sleep 6; exit 0\" %FILES%\nFiles=*.sh\n")
+	cmd, addr, tok, url := w.cmd, w.addr, w.tok, w.url
+	connect := func() *mcp.ClientSession { return w.connect(t) }
 	// busy: the validator (sleep) runs in a sandbox of the worker.
 	busy := func() bool {
 		for _, p := range descendantsOf(cmd.Process.Pid) {
@@ -448,31 +405,8 @@ func TestHTTPSessions(t *testing.T) {
 // is refused with 503.
 func TestBodyReaders(t *testing.T) {
 	requireSandbox(t)
-	state, confDir := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(confDir, "shellcheck.conf"), []byte(shellcheckConf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr, "shellcheck")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var tok string
-	for deadline := time.Now().Add(10 * time.Second); tok == ""; {
-		if b, err := os.ReadFile(filepath.Join(state, "shellcheck", "token")); err == nil && len(strings.TrimSpace(string(b))) == 64 {
-			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
-				tok = strings.TrimSpace(string(b))
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no listener")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	w := startHTTP(t, t.TempDir(), "shellcheck", shellcheckConf)
+	addr, tok := w.addr, w.tok
 	// 16 slow senders: headers, then a body that never finishes.
 	for i := 0; i < 16; i++ {
 		c, err := net.Dial("tcp", addr)
