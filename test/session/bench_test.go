@@ -5,13 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 // TestBenchSessions is make bench-sessions (SODA_BENCH=1): in one run, a
@@ -26,20 +26,7 @@ func TestBenchSessions(t *testing.T) {
 	}
 	requireSandbox(t)
 	sodactl := filepath.Join(bin, "sodactl")
-	median := func(d []time.Duration) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
-	timeIt := func(n int, f func()) []time.Duration {
-		var out []time.Duration
-		for i := 0; i < n; i++ {
-			t0 := time.Now()
-			f()
-			out = append(out, time.Since(t0))
-		}
-		return out
-	}
+	median, timeIt := testkit.Median, testkit.TimeIt
 	cold := func() time.Duration {
 		return median(timeIt(15, func() {
 			cmd := exec.Command(sodactl, "run", "--direct", "--allow-degraded", "cgroup", "--no-network", "--", "true")
@@ -97,16 +84,19 @@ func TestBenchSessions(t *testing.T) {
 	must(t, cs, "sandbox_close", map[string]any{"sandbox_id": must1(t, cs)})
 	time.Sleep(300 * time.Millisecond)
 	srv := serverPID(t)
-	base := rssKiB(srv)
+	base := testkit.RSSKiB(srv)
 	for i := 0; i < 8; i++ {
 		must(t, cs, "sandbox_create", map[string]any{"files": []any{file("a", "x")}})
 	}
 	time.Sleep(300 * time.Millisecond)
-	perServer := float64(rssKiB(srv)-base) / 8
-	inits := initPIDs(srv)
+	perServer := float64(testkit.RSSKiB(srv)-base) / 8
+	inits := testkit.Inits(srv)
 	var sbKiB int64
 	for _, p := range inits {
-		sbKiB += rssKiB(p) + descendantsRSS(p)
+		sbKiB += testkit.RSSKiB(p)
+		for _, d := range testkit.Descendants(p) {
+			sbKiB += testkit.RSSKiB(d)
+		}
 	}
 	perSandbox := float64(sbKiB) / float64(max(len(inits), 1))
 
@@ -146,59 +136,12 @@ func numCPU() int {
 // serverPID is the newest sodactl sandbox mcp of this test process.
 func serverPID(t *testing.T) int {
 	t.Helper()
-	kids := children(os.Getpid())
+	kids := testkit.Children(os.Getpid())
 	for i := len(kids) - 1; i >= 0; i-- {
 		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", kids[i])); strings.Contains(string(b), "sandbox\x00mcp") {
 			return kids[i]
 		}
 	}
 	t.Fatalf("no sodactl sandbox mcp among the children %v", kids)
-	return 0
-}
-
-func children(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		for _, s := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(s); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func initPIDs(server int) []int {
-	var out []int
-	for _, c := range children(server) {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.HasPrefix(string(b), "soda-sandbox-in") {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func descendantsRSS(pid int) int64 {
-	var n int64
-	for _, c := range children(pid) {
-		n += rssKiB(c) + descendantsRSS(c)
-	}
-	return n
-}
-
-func rssKiB(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
 	return 0
 }

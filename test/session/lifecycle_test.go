@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 // TestStdoutPurity: the server's standard output holds JSON-RPC messages
@@ -75,14 +75,14 @@ func TestKilledServerLeavesNothing(t *testing.T) {
 		must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": r.SandboxID, "command": "sleep 300 >/dev/null 2>&1 &"})
 	}
 	srv := serverPID(t)
-	inits := initPIDs(srv)
+	inits := testkit.Inits(srv)
 	if len(inits) < 3 {
 		t.Fatalf("%d sandbox inits under the server, want at least 3", len(inits))
 	}
 	var all []int
 	for _, p := range inits {
 		all = append(all, p)
-		all = append(all, descendants(p)...)
+		all = append(all, testkit.Descendants(p)...)
 	}
 	if err := syscall.Kill(srv, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -91,10 +91,8 @@ func TestKilledServerLeavesNothing(t *testing.T) {
 	for {
 		var alive []int
 		for _, p := range all {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil {
-				if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); !strings.Contains(string(b), ") Z ") {
-					alive = append(alive, p)
-				}
+			if testkit.Alive(p) {
+				alive = append(alive, p)
 			}
 		}
 		if len(alive) == 0 {
@@ -105,13 +103,4 @@ func TestKilledServerLeavesNothing(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func descendants(pid int) []int {
-	var out []int
-	for _, c := range children(pid) {
-		out = append(out, c)
-		out = append(out, descendants(c)...)
-	}
-	return out
 }

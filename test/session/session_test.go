@@ -9,28 +9,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 var bin string // the directory of sodactl and soda-sandbox-init
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "soda-session-test-")
+	dir, err := testkit.BuildBinaries("soda-session-test-", "sodactl", "soda-sandbox-init")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
-	}
-	for _, pkg := range []string{"sodactl", "soda-sandbox-init"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/soda-project/soda/cmd/"+pkg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
 	}
 	bin = dir
 	code := m.Run()
@@ -38,27 +31,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requireSandbox skips where the host cannot make a sandbox (after a
-// control: an unprivileged user namespace, or root).
-func requireSandbox(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if err := exec.Command("unshare", "--user", "--map-current-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
-		t.Skipf("SKIP: no user namespaces for an unprivileged sandbox here (%v); CI runs these tests as root", err)
-	}
-}
+// requireSandbox skips where the host cannot make a sandbox.
+func requireSandbox(t *testing.T) { testkit.RequireSandbox(t) }
 
 // server starts sodactl sandbox mcp --direct with extra flags and
 // connects the go-sdk client to it.
-func server(t *testing.T, flags ...string) (*mcp.ClientSession, *strings.Builder) {
+func server(t *testing.T, flags ...string) (*mcp.ClientSession, *testkit.Buffer) {
 	t.Helper()
 	requireSandbox(t)
 	args := append([]string{"sandbox", "mcp", "--direct", "--allow-degraded", "cgroup"}, flags...)
 	cmd := exec.Command(filepath.Join(bin, "sodactl"), args...)
-	stderr := &strings.Builder{}
-	cmd.Stderr = &lockedWriter{b: stderr}
+	stderr := &testkit.Buffer{}
+	cmd.Stderr = stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "soda-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -73,17 +57,6 @@ func server(t *testing.T, flags ...string) (*mcp.ClientSession, *strings.Builder
 		}
 	})
 	return cs, stderr
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  *strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }
 
 // result is the structured result of a tool call.

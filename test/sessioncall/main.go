@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 func main() {
@@ -39,7 +41,7 @@ func main() {
 	defer cancel()
 	var t mcp.Transport
 	if *url != "" {
-		t = &mcp.StreamableClientTransport{Endpoint: *url, HTTPClient: &http.Client{Transport: bearer{*token}}}
+		t = &mcp.StreamableClientTransport{Endpoint: *url, HTTPClient: &http.Client{Transport: testkit.Bearer{Token: *token}}}
 	} else {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stderr = os.Stderr
@@ -137,15 +139,6 @@ func main() {
 	ok("audit", fmt.Sprintf("%d records, journal %s", len(audit["records"].([]any)), audit["journal_match"]))
 	call("close", "sandbox_close", map[string]any{"sandbox_id": id})
 	ok("close", id)
-}
-
-// bearer adds the token to every request.
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
 }
 
 func ok(step, detail string) { fmt.Printf("ok %s %s\n", step, detail) }

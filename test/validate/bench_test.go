@@ -5,10 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 // TestBenchValidate is make bench-validate (SODA_BENCH=1): validating a
@@ -21,20 +22,7 @@ func TestBenchValidate(t *testing.T) {
 		t.Skip("the validation benchmark runs with SODA_BENCH=1 (make bench-validate)")
 	}
 	requireSandbox(t)
-	median := func(d []time.Duration) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
-	timeIt := func(n int, f func()) []time.Duration {
-		var out []time.Duration
-		for i := 0; i < n; i++ {
-			t0 := time.Now()
-			f()
-			out = append(out, time.Since(t0))
-		}
-		return out
-	}
+	median, timeIt := testkit.Median, testkit.TimeIt
 	script := "#!/bin/bash\nset -eu\n" + strings.Repeat("echo \"line ${1:-x}\"\n", 52)
 	script = script[:1024]
 	dir := t.TempDir()

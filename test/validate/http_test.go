@@ -15,15 +15,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/test/testkit"
 )
-
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // httpWorker is a soda-validated --transport http serving kind (conf
 // written as KIND.conf) with its owner directories under state.
@@ -31,7 +25,7 @@ type httpWorker struct {
 	cmd       *exec.Cmd
 	addr, tok string
 	url       string
-	stderr    *strings.Builder
+	stderr    *testkit.Buffer
 }
 
 // startHTTP starts it on a free loopback port and waits for its token and
@@ -49,8 +43,8 @@ func startHTTP(t testing.TB, state, kind, conf string, extra ...string) *httpWor
 	addr := l.Addr().String()
 	l.Close()
 	args := append([]string{"--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr}, extra...)
-	w := &httpWorker{cmd: exec.Command(filepath.Join(bin, "soda-validated"), append(args, kind)...), addr: addr, url: "http://" + addr + "/mcp", stderr: &strings.Builder{}}
-	w.cmd.Stderr = &lockedWriter{b: w.stderr}
+	w := &httpWorker{cmd: exec.Command(filepath.Join(bin, "soda-validated"), append(args, kind)...), addr: addr, url: "http://" + addr + "/mcp", stderr: &testkit.Buffer{}}
+	w.cmd.Stderr = w.stderr
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +68,7 @@ func startHTTP(t testing.TB, state, kind, conf string, extra ...string) *httpWor
 func (w *httpWorker) connect(t testing.TB) *mcp.ClientSession {
 	t.Helper()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: w.url, HTTPClient: &http.Client{Transport: bearer{w.tok}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: w.url, HTTPClient: &http.Client{Transport: testkit.Bearer{Token: w.tok}}}, nil)
 	if err != nil {
 		t.Fatalf("connect over HTTP: %v", err)
 	}
@@ -154,7 +148,7 @@ func TestHTTP(t *testing.T) {
 	refused := false
 	for i := 0; i < 9 && !refused; i++ {
 		s, err := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprint("t", i), Version: "1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
+			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: testkit.Bearer{Token: tok}}}, nil)
 		if err != nil {
 			refused = strings.Contains(err.Error(), "503") || strings.Contains(err.Error(), "Service Unavailable") || strings.Contains(err.Error(), "sessions are open")
 			if !refused {
@@ -213,11 +207,11 @@ func TestReadyPoisonedAndKilled(t *testing.T) {
 	// Mid-call: the validator (sleep) runs in the call's sandbox.
 	var inits []int
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		inits = initsOf(cmd.Process.Pid)
+		inits = testkit.Inits(cmd.Process.Pid)
 		running := false
 		for _, p := range inits {
-			for _, d := range descendantsOf(p) {
-				if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d)); strings.TrimSpace(string(b)) == "sleep" {
+			for _, d := range testkit.Descendants(p) {
+				if testkit.Comm(d) == "sleep" {
 					running = true
 				}
 			}
@@ -233,14 +227,14 @@ func TestReadyPoisonedAndKilled(t *testing.T) {
 	var all []int
 	for _, p := range inits {
 		all = append(all, p)
-		all = append(all, descendantsOf(p)...)
+		all = append(all, testkit.Descendants(p)...)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		alive := 0
 		for _, p := range all {
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); err == nil && !strings.Contains(string(b), ") Z ") {
+			if testkit.Alive(p) {
 				alive++
 			}
 		}
@@ -286,8 +280,8 @@ func TestHTTPSessions(t *testing.T) {
 	connect := func() *mcp.ClientSession { return w.connect(t) }
 	// busy: the validator (sleep) runs in a sandbox of the worker.
 	busy := func() bool {
-		for _, p := range descendantsOf(cmd.Process.Pid) {
-			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(b)) == "sleep" {
+		for _, p := range testkit.Descendants(cmd.Process.Pid) {
+			if testkit.Comm(p) == "sleep" {
 				return true
 			}
 		}

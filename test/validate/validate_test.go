@@ -19,21 +19,17 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 var bin, repo string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "soda-validate-test-")
+	dir, err := testkit.BuildBinaries("soda-validate-test-", "soda-validated", "soda-sandbox-init", "sodactl")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
-	}
-	for _, pkg := range []string{"soda-validated", "soda-sandbox-init", "sodactl"} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/soda-project/soda/cmd/"+pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
 	}
 	bin = dir
 	wd, _ := os.Getwd()
@@ -43,15 +39,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func requireSandbox(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if err := exec.Command("unshare", "--user", "--map-current-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
-		t.Skipf("SKIP: no user namespaces for an unprivileged sandbox here (%v); CI runs these tests as root", err)
-	}
-}
+// requireSandbox skips where the host cannot make a sandbox.
+func requireSandbox(t *testing.T) { testkit.RequireSandbox(t) }
 
 // worker writes conf as KIND.conf in a temp directory, starts
 // soda-validated KIND and connects the go-sdk client.
@@ -70,8 +59,8 @@ func workerIn(t *testing.T, state, kind, conf string) (*mcp.ClientSession, strin
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", dir, "--state-dir", state, "--allow-degraded", "cgroup", kind)
-	var stderr strings.Builder
-	cmd.Stderr = &lockedWriter{b: &stderr}
+	var stderr testkit.Buffer
+	cmd.Stderr = &stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -85,17 +74,6 @@ func workerIn(t *testing.T, state, kind, conf string) (*mcp.ClientSession, strin
 		}
 	})
 	return cs, p
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  *strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }
 
 type verdict struct {
@@ -409,66 +387,4 @@ func secondIn(confDir, state string, extra ...string) (string, error) {
 	cmd.Stdin = strings.NewReader("")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// initsOf lists the soda-sandbox-init children of pid.
-func initsOf(pid int) []int {
-	var out []int
-	for _, c := range childrenOf(pid) {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.HasPrefix(string(b), "soda-sandbox-in") {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func childrenOf(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		for _, s := range strings.Fields(string(b)) {
-			var n int
-			if _, err := fmt.Sscan(s, &n); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-func descendantsOf(pid int) []int {
-	var out []int
-	for _, c := range childrenOf(pid) {
-		out = append(out, c)
-		out = append(out, descendantsOf(c)...)
-	}
-	return out
-}
-
-// TestConfinedValidator: a validator that writes outside its directory or
-// forks past its task limit fails inside the sandbox, and nothing of it
-// reaches the host.
-func TestConfinedValidator(t *testing.T) {
-	marker := filepath.Join(t.TempDir(), "escaped")
-	cs, _ := worker(t, "evil", fmt.Sprintf(`[Validator]
-ExecStart=/bin/sh -c "touch /etc/soda-escaped %s /usr/soda-escaped 2>&1; echo wrote=$?; i=0; while [ $i -lt 100 ]; do sleep 5 & i=$((i+1)); done 2>&1 | tail -n 1; echo forks-done; exit 1" %%FILES%%
-Files=*.sh
-[Limits]
-TasksMax=32
-`, marker))
-	v, text, _ := validate(t, cs, [2]string{"a.sh", "true\n"})
-	for _, p := range []string{marker, "/etc/soda-escaped", "/usr/soda-escaped"} {
-		if _, err := os.Stat(p); err == nil {
-			os.Remove(p)
-			t.Errorf("the validator wrote %s on the host", p)
-		}
-	}
-	all, _ := json.Marshal(v.Diagnostics)
-	if !strings.Contains(string(all), "wrote=1") || !strings.Contains(text, "forks-done") {
-		t.Errorf("the validator's writes outside and its forks: %s\n%s", all, text)
-	}
-	if !strings.Contains(string(all), "Resource temporarily unavailable") && !strings.Contains(string(all), "fork") && !strings.Contains(string(all), "limits struck") {
-		t.Logf("NOTE: no fork failure in the output (the cgroup layer may be degraded here): %s", all)
-	}
 }

@@ -16,15 +16,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/soda-project/soda/test/testkit"
 )
-
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 func main() {
 	url := flag.String("url", "", "the worker's /mcp URL")
@@ -43,7 +37,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "validatecall", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: *url, HTTPClient: &http.Client{Transport: bearer{strings.TrimSpace(string(tok))}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: *url, HTTPClient: &http.Client{Transport: testkit.Bearer{Token: strings.TrimSpace(string(tok))}}}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "connect:", err)
 		os.Exit(1)
