@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,7 +77,15 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 				return
 			}
 			r.Body = http.MaxBytesReader(rw, r.Body, maxBodyBytes)
-			if r.Header.Get("Mcp-Session-Id") == "" && sessions(server) >= maxSessions {
+			// Only an initialize opens a session: a client of the stateless
+			// revision sends every request without a session id.
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(rw, fmt.Sprintf("request body: %v (at most %d bytes)", err, maxBodyBytes), http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if r.Header.Get("Mcp-Session-Id") == "" && isInitialize(body) && sessions(server) >= maxSessions {
 				rw.Header().Set("Retry-After", "5")
 				http.Error(rw, fmt.Sprintf("%d sessions are open: at most %d", maxSessions, maxSessions), http.StatusServiceUnavailable)
 				return
@@ -124,10 +135,37 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 	return front.Shutdown(sctx)
 }
 
+// isInitialize reports whether a JSON-RPC body (a message or a batch)
+// holds an initialize request.
+func isInitialize(body []byte) bool {
+	var one struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &one) == nil {
+		return one.Method == "initialize"
+	}
+	var batch []struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &batch) == nil {
+		for _, m := range batch {
+			if m.Method == "initialize" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sessions counts the initialized sessions: a stateless request
+// (server/discover, or any call of the 2026-07-28 revision) gets a
+// temporary session of its own, which is not one.
 func sessions(s *mcp.Server) int {
 	n := 0
-	for range s.Sessions() {
-		n++
+	for ss := range s.Sessions() {
+		if ss.InitializeParams() != nil {
+			n++
+		}
 	}
 	return n
 }
