@@ -144,6 +144,13 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 	}
 	defer s.detach(st, "")
 	if err := s.write(m.raw); err != nil {
+		// The server exited before reading: what it said on stderr is
+		// the reason, once it is read.
+		select {
+		case <-s.dead:
+			return nil, nil, errors.New(s.goneMessage())
+		case <-time.After(2 * time.Second):
+		}
 		s.end("initialize: " + err.Error())
 		return nil, nil, err
 	}

@@ -1,0 +1,247 @@
+// Package mcprun runs an agent's own stdio MCP servers (read by package
+// mcpconfig) on the host for the length of one sandboxed run, each behind
+// soda's bridge: a fresh bearer token and a free loopback port per server,
+// one supervised child per client session (internal/mcpbridge, which kills
+// a child's whole group even when this process is killed), its
+// environment, API keys included, given to the children only. Each server
+// is health-checked with initialize before Start returns; the grants it
+// returns are what the sandbox's egress relays and the agents'
+// configuration names. It is the host side of sodactl run --mcp-config
+// (issue 15).
+package mcprun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os/exec"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/clientconfig"
+	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/httpfront"
+	"github.com/soda-project/soda/internal/mcpbridge"
+	"github.com/soda-project/soda/internal/mcpconfig"
+	"github.com/soda-project/soda/internal/mcpgrant"
+	"github.com/soda-project/soda/internal/token"
+)
+
+// DefaultStartTimeout bounds a server's health check: npx may have to
+// fetch a package first.
+const DefaultStartTimeout = 60 * time.Second
+
+// Options configure Start.
+type Options struct {
+	// Servers are the stdio servers to run (Transport "stdio").
+	Servers []mcpconfig.Server
+	// Optional names servers whose failed health check is logged and
+	// skipped instead of failing Start.
+	Optional []string
+	// Dir is the children's working directory (empty: the caller's).
+	Dir string
+	// StartTimeout bounds each health check (0: DefaultStartTimeout).
+	StartTimeout time.Duration
+	// ReservedPort is a port no server may listen on (the sandbox proxy's).
+	ReservedPort uint16
+	// Placer isolates the children (nil: child.NewPlacer's choice).
+	Placer child.Placer
+}
+
+// Server is one per-run server that passed its health check.
+type Server struct {
+	Name   string
+	Grant  mcpgrant.Grant
+	bridge *mcpbridge.Bridge
+	front  *httpfront.Front
+	cancel context.CancelFunc
+}
+
+// Failure is a server that failed its health check.
+type Failure struct {
+	Name string
+	Err  error
+}
+
+// Set is the per-run servers of one run.
+type Set struct {
+	log     *slog.Logger
+	Servers []*Server // sorted by name
+	// Skipped are the optional servers that failed their health check.
+	Skipped []Failure
+}
+
+// Error is a required server that failed its health check: its name and
+// what it said (the bridge's error carries its stderr tail).
+type Error struct{ Failure }
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("MCP server %s failed its health check: %v", e.Name, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Start starts every server in opts and health-checks them in parallel.
+// When a required one fails, everything started is stopped again and the
+// error names it.
+func Start(ctx context.Context, log *slog.Logger, opts Options) (*Set, error) {
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	set := &Set{log: log}
+	type result struct {
+		s   *Server
+		err error
+		srv mcpconfig.Server
+	}
+	results := make([]result, len(opts.Servers))
+	var wg sync.WaitGroup
+	for i, srv := range opts.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := start(ctx, log.With("server", srv.Name), srv, opts)
+			results[i] = result{s, err, srv}
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for _, r := range results {
+		switch {
+		case r.err == nil:
+			set.Servers = append(set.Servers, r.s)
+		case slices.Contains(opts.Optional, r.srv.Name):
+			log.Warn("optional MCP server skipped: it failed its health check", "server", r.srv.Name, "err", r.err)
+			set.Skipped = append(set.Skipped, Failure{r.srv.Name, r.err})
+		default:
+			failed = append(failed, &Error{Failure{r.srv.Name, r.err}})
+		}
+	}
+	sort.Slice(set.Servers, func(i, j int) bool { return set.Servers[i].Name < set.Servers[j].Name })
+	if len(failed) > 0 {
+		set.Close(context.Background())
+		return nil, errors.Join(failed...)
+	}
+	return set, nil
+}
+
+func start(ctx context.Context, log *slog.Logger, srv mcpconfig.Server, opts Options) (*Server, error) {
+	if srv.Transport != "stdio" || srv.Command == "" {
+		return nil, errors.New("not a stdio server")
+	}
+	path, err := exec.LookPath(srv.Command)
+	if err != nil {
+		return nil, fmt.Errorf("command %s: %w", srv.Command, err)
+	}
+	tok, err := token.Generate()
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	ln, err := listen(opts.ReservedPort)
+	if err != nil {
+		return nil, err
+	}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	env := make([]string, 0, len(srv.Env))
+	for _, k := range sortedKeys(srv.Env) {
+		env = append(env, k+"="+srv.Env[k])
+	}
+	placer := opts.Placer
+	if placer == nil {
+		placer = child.NewPlacer(log, "soda-run-"+srv.Name, child.Limits{})
+	}
+	// The bounds of a soda-mcp@NAME unit with its defaults (config.Defaults).
+	b := config.Defaults(srv.Name).Bridge
+	bridge := mcpbridge.New(log, mcpbridge.Options{
+		Name:                 srv.Name,
+		Spec:                 child.Spec{Argv: append([]string{path}, srv.Args...), Dir: opts.Dir, Env: env, Supervise: true},
+		Placer:               placer,
+		MaxSessions:          b.MaxSessions,
+		IdleTimeout:          b.IdleTimeout,
+		CallTimeout:          b.CallTimeout,
+		StartTimeout:         opts.StartTimeout,
+		MaxBodyBytes:         b.MaxBodyBytes,
+		StderrLinesPerSecond: b.StderrLinesPerSecond,
+	})
+	runCtx, cancel := context.WithCancel(context.Background())
+	go bridge.Run(runCtx)
+	pctx, pcancel := context.WithTimeout(ctx, opts.StartTimeout)
+	err = bridge.Probe(pctx)
+	pcancel()
+	if err != nil {
+		ln.Close()
+		_ = bridge.Shutdown(context.Background())
+		cancel()
+		return nil, err
+	}
+	front := httpfront.New(log, httpfront.Options{Name: srv.Name, Token: tok, MaxConnections: b.MaxConnections, MaxHeaderBytes: b.MaxHeaderBytes, ReadTimeout: b.ReadTimeout}, bridge.Handler())
+	go func() { _ = front.Serve(ln) }()
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", port, mcpbridge.PathMCP)
+	log.Info("per-run MCP server on the host", "url", url, "command", path)
+	return &Server{
+		Name:   srv.Name,
+		Grant:  mcpgrant.Grant{Entry: clientconfig.Server{Name: srv.Name, URL: url, Token: tok}, Port: port},
+		bridge: bridge, front: front, cancel: cancel,
+	}, nil
+}
+
+// listen takes a free loopback port other than reserved.
+func listen(reserved uint16) (net.Listener, error) {
+	for range 8 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("listen on loopback: %w", err)
+		}
+		if uint16(ln.Addr().(*net.TCPAddr).Port) != reserved {
+			return ln, nil
+		}
+		ln.Close()
+	}
+	return nil, errors.New("listen on loopback: no free port")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Grants are the servers' grants, for the sandbox and the agents.
+func (s *Set) Grants() []mcpgrant.Grant {
+	var g []mcpgrant.Grant
+	for _, srv := range s.Servers {
+		g = append(g, srv.Grant)
+	}
+	return g
+}
+
+// Close drains every server (5 s) and stops its children; it returns once
+// all of them are gone.
+func (s *Set) Close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range s.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.front.SetDraining(true)
+			if err := srv.bridge.Shutdown(ctx); err != nil {
+				s.log.Warn("per-run MCP server: drain incomplete", "server", srv.Name, "err", err)
+			}
+			if err := srv.front.Shutdown(ctx); err != nil {
+				srv.front.Close()
+			}
+			srv.cancel()
+		}()
+	}
+	wg.Wait()
+}
