@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os/exec"
 	"slices"
@@ -97,7 +98,6 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (*Set, error) {
 	type result struct {
 		s   *Server
 		err error
-		srv mcpconfig.Server
 	}
 	results := make([]result, len(opts.Servers))
 	var wg sync.WaitGroup
@@ -106,20 +106,21 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (*Set, error) {
 		go func() {
 			defer wg.Done()
 			s, err := start(ctx, log.With("server", srv.Name), srv, opts)
-			results[i] = result{s, err, srv}
+			results[i] = result{s, err}
 		}()
 	}
 	wg.Wait()
 	var failed []error
-	for _, r := range results {
+	for i, r := range results {
+		name := opts.Servers[i].Name
 		switch {
 		case r.err == nil:
 			set.Servers = append(set.Servers, r.s)
-		case slices.Contains(opts.Optional, r.srv.Name):
-			log.Warn("optional MCP server skipped: it failed its health check", "server", r.srv.Name, "err", r.err)
-			set.Skipped = append(set.Skipped, Failure{r.srv.Name, r.err})
+		case slices.Contains(opts.Optional, name):
+			log.Warn("optional MCP server skipped: it failed its health check", "server", name, "err", r.err)
+			set.Skipped = append(set.Skipped, Failure{name, r.err})
 		default:
-			failed = append(failed, &Error{Failure{r.srv.Name, r.err}})
+			failed = append(failed, &Error{Failure{name, r.err}})
 		}
 	}
 	sort.Slice(set.Servers, func(i, j int) bool { return set.Servers[i].Name < set.Servers[j].Name })
@@ -148,7 +149,7 @@ func start(ctx context.Context, log *slog.Logger, srv mcpconfig.Server, opts Opt
 	}
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	env := make([]string, 0, len(srv.Env))
-	for _, k := range sortedKeys(srv.Env) {
+	for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
 		env = append(env, k+"="+srv.Env[k])
 	}
 	placer := opts.Placer
@@ -203,15 +204,6 @@ func listen(reserved uint16) (net.Listener, error) {
 		ln.Close()
 	}
 	return nil, errors.New("listen on loopback: no free port")
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Grants are the servers' grants, for the sandbox and the agents.
