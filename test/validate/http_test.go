@@ -358,16 +358,21 @@ func TestHTTPSessions(t *testing.T) {
 	if a, b := get(), get(); a != 200 || b == 200 {
 		t.Errorf("GET streams of one session: %d then %d, want 200 then a refusal", a, b)
 	}
-	go func() {
-		if r, err := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"validate","arguments":{"files":[{"path":"a.sh","content":"true\n"}]}}}`); err == nil {
-			r.Body.Close() // the bare disconnect: the response is never read
-		}
-	}()
-	for deadline := time.Now().Add(5 * time.Second); !busy(); {
+	// The worker stays taken until the DELETEd run's sandbox is gone,
+	// which may be a little after its sleep: a call made in between is
+	// refused as busy at once, and is made again.
+	for id, deadline := 2, time.Now().Add(10*time.Second); !busy(); id++ {
 		if time.Now().After(deadline) {
 			t.Fatal("the raw call never made the worker busy")
 		}
-		time.Sleep(50 * time.Millisecond)
+		go func() {
+			if r, err := post(sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"validate","arguments":{"files":[{"path":"a.sh","content":"true\n"}]}}}`, id)); err == nil {
+				r.Body.Close() // the bare disconnect: the response is never read
+			}
+		}()
+		for wait := time.Now().Add(time.Second); time.Now().Before(wait) && !busy(); {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	t1 := time.Now()
 	time.Sleep(2 * time.Second)
