@@ -127,7 +127,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
 		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
-		Adoptable: e.cfg.Adoptable, WorkspaceSize: spec.WorkspaceSize,
+		Adoptable: e.cfg.Adoptable, WorkspaceSize: spec.WorkspaceSize, Masks: spec.Masks,
 	}
 	kept, dropped := FilterEnv(spec.Env)
 	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)

@@ -484,3 +484,43 @@ func testEngine(t testing.TB, mod func(*Config)) *Linux {
 	t.Cleanup(func() { e.Close() })
 	return e
 }
+
+// TestMasksHideContents: a masked file under a read-write grant shows the
+// mask's contents, cannot be written, removed or renamed, and its own
+// contents are nowhere in the grant; the host file is unchanged; a mask
+// of a file the sandbox does not see is left alone.
+func TestMasksHideContents(t *testing.T) {
+	requireNamespaces(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(conf, []byte(`{"env":{"KEY":"s3cr3t-value"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("mcp.json", filepath.Join(dir, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	unseen := filepath.Join(t.TempDir(), "other.json")
+	if err := os.WriteFile(unseen, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `cd "$1"; cat mcp.json; echo; echo new > mcp.json && echo WROTE; rm -f mcp.json && echo REMOVED; mv mcp.json moved.json && echo MOVED
+grep -rs s3cr3t . /run && echo FOUND; echo done`
+	st, out, errOut, err := runSandbox(t, func(s *Spec) {
+		s.ReadWrite = []string{dir}
+		s.Masks = []Mask{{Path: filepath.Join(dir, "link.json"), Data: []byte(`{"masked":true}`)}, {Path: unseen, Data: []byte("y")}}
+	}, "/bin/sh", "-c", script, "sh", dir)
+	if err != nil {
+		t.Fatalf("sandbox: %v (stderr %s)", err, errOut)
+	}
+	if st.Code != 0 || !strings.HasPrefix(out, `{"masked":true}`) || !strings.HasSuffix(out, "done\n") {
+		t.Fatalf("want the mask's contents; exit %d:\n%s\n%s", st.Code, out, errOut)
+	}
+	for _, bad := range []string{"WROTE", "REMOVED", "MOVED", "FOUND", "s3cr3t"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("output has %s:\n%s", bad, out)
+		}
+	}
+	if b, _ := os.ReadFile(conf); string(b) != `{"env":{"KEY":"s3cr3t-value"}}` {
+		t.Errorf("the host file changed: %q", b)
+	}
+}

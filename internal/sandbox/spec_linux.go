@@ -150,6 +150,13 @@ type Spec struct {
 	// fails (ENOSPC). It is the default working directory then; the host
 	// does not see it (Exec commands read and write it).
 	WorkspaceSize int64
+	// Masks are host files the sandbox sees with other contents,
+	// read-only, wherever it sees them (below a grant or in the system
+	// view): sodactl run --mcp-config shows the agent's configuration
+	// with its host-run servers as HTTP entries, their secrets left out.
+	// A path the sandbox does not see is left alone; Normalize resolves
+	// symbolic links.
+	Masks []Mask
 	// Egress is what the sandbox may reach; see package egress.
 	Egress egress.Policy
 	// NoNetwork closes the network: only loopback, with nothing listening
@@ -248,6 +255,11 @@ func (s *Spec) Normalize() error {
 	for i, p := range s.Unprotect {
 		if s.Unprotect[i], err = resolveUnprotect(p, s.ReadWrite); err != nil {
 			return fmt.Errorf("--unprotect %s: %w", p, err)
+		}
+	}
+	for i, m := range s.Masks {
+		if s.Masks[i], err = resolveMask(m); err != nil {
+			return err
 		}
 	}
 	if s.WorkspaceSize < 0 {
@@ -448,4 +460,31 @@ func resolveUnprotect(p string, rw []string) (string, error) {
 		return "", fmt.Errorf("%s is not inside a read-write grant (--rw)", abs)
 	}
 	return abs, nil
+}
+
+// Mask is a file shown with Data in place of its contents.
+type Mask = wire.Mask
+
+// resolveMask checks a mask: an existing regular file, its path made
+// absolute without symbolic links (where the sandbox sees it), its
+// contents at most wire.MaxMaskBytes.
+func resolveMask(m Mask) (Mask, error) {
+	p, err := filepath.Abs(m.Path)
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
+	if err != nil {
+		return Mask{}, fmt.Errorf("mask %s: %w", m.Path, err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return Mask{}, fmt.Errorf("mask %s: %w", m.Path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Mask{}, fmt.Errorf("mask %s: not a regular file", m.Path)
+	}
+	if len(m.Data) > wire.MaxMaskBytes {
+		return Mask{}, fmt.Errorf("mask %s: %d bytes, at most %d", m.Path, len(m.Data), wire.MaxMaskBytes)
+	}
+	return Mask{Path: p, Data: m.Data}, nil
 }

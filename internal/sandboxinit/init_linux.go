@@ -117,6 +117,9 @@ func runInit() int {
 		}
 		report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: detail})
 	}
+	if len(cfg.masked) > 0 {
+		report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "shown without their secrets: " + strings.Join(cfg.masked, ", ")})
+	}
 	report(wire.Status{Layer: wire.LayerPIDNS, State: "applied", Detail: "fresh /proc"})
 	if len(cfg.idmapDegraded) > 0 {
 		report(wire.Status{Layer: wire.LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})

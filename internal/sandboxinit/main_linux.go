@@ -45,6 +45,7 @@ type config struct {
 	cgroupLayout  *cgroupLayout // how the host mounts /sys/fs/cgroup
 	protected     []string      // paths made read-only by protectGrants
 	unprotected   []string      // protected paths left writable by Unprotect
+	masked        []string      // files shown with a mask's contents (maskFiles)
 	guard         *repoGuard    // the repository guard, if any (newrepo_linux.go)
 }
 

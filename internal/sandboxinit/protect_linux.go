@@ -1,12 +1,16 @@
 package sandboxinit
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/sandbox/protect"
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // protectGrants makes the protected paths of the read-write grants
@@ -66,6 +70,85 @@ func bindSelf(path string, ro bool) error {
 		}
 	}
 	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// masksDir is where init keeps the masks' contents: a tmpfs of its own,
+// read-only to the sandbox.
+const masksDir = "/run/soda-masks"
+
+// maskFiles shows each mask's Data, read-only, in place of its file
+// wherever the sandbox sees it (its path reached without following a
+// symbolic link); a file the sandbox does not see is left alone. It
+// returns the paths masked.
+func maskFiles(masks []wire.Mask) ([]string, error) {
+	if len(masks) == 0 {
+		return nil, nil
+	}
+	var size int
+	for _, m := range masks {
+		size += len(m.Data) + 4096
+	}
+	if err := os.MkdirAll(masksDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := unix.Mount("soda-masks", masksDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, fmt.Sprintf("mode=0755,size=%d", size+4096)); err != nil {
+		return nil, fmt.Errorf("mount tmpfs on %s: %w", masksDir, err)
+	}
+	var done []string
+	for i, m := range masks {
+		dst, err := unix.Openat2(unix.AT_FDCWD, m.Path, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			continue // not in the sandbox's view
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mask %s: %w", m.Path, err)
+		}
+		err = maskOne(dst, filepath.Join(masksDir, strconv.Itoa(i)), m.Data)
+		unix.Close(dst)
+		if err != nil {
+			return nil, fmt.Errorf("mask %s: %w", m.Path, err)
+		}
+		done = append(done, m.Path)
+	}
+	if err := unix.Mount("", masksDir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return nil, fmt.Errorf("make %s read-only: %w", masksDir, err)
+	}
+	return done, nil
+}
+
+// maskOne writes data to src and binds it read-only over the file dst
+// (an O_PATH descriptor) refers to, which must be a regular file.
+func maskOne(dst int, src string, data []byte) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(dst, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return errors.New("not a regular file in the sandbox")
+	}
+	if err := os.WriteFile(src, data, 0o444); err != nil {
+		return err
+	}
+	fd, err := unix.Open(src, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount: %w", err)
 	}
 	return nil

@@ -197,6 +197,11 @@ func buildRoot(cfg *config, userns []*os.File) error {
 	if cfg.protected, cfg.unprotected, err = protectGrants(cfg, oldRoot); err != nil {
 		return err
 	}
+	// Files shown with other contents (an agent's MCP configuration
+	// without its secrets), on top of everything else.
+	if cfg.masked, err = maskFiles(cfg.Masks); err != nil {
+		return err
+	}
 
 	if err := unix.Unmount(oldRoot, unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("detach host root: %w", err)

@@ -139,6 +139,20 @@ type Config struct {
 	// bytes at SandboxWorkspace, owned by UID: the kernel refuses writes
 	// past it (ENOSPC).
 	WorkspaceSize int64 `json:"workspace_size,omitempty"`
+	// Masks are files shown with other contents, read-only, wherever the
+	// sandbox sees them (an agent's MCP configuration whose secrets stay
+	// on the host); a path the sandbox does not see is left alone.
+	Masks []Mask `json:"masks,omitempty"`
+}
+
+// MaxMaskBytes bounds one mask's contents.
+const MaxMaskBytes = 1 << 20
+
+// Mask is a file shown with Data in place of its contents.
+type Mask struct {
+	// Path is absolute, without symbolic links.
+	Path string `json:"path"`
+	Data []byte `json:"data"`
 }
 
 // Status is one line init writes on the status pipe.
