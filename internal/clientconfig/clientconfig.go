@@ -30,8 +30,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -46,6 +48,15 @@ type Server struct {
 	URL string
 	// Token is the bearer token; empty when the server runs without auth.
 	Token string
+	// Headers are more request headers (a remote server's own, from the
+	// user's configuration); AgentFiles writes them, Render does not.
+	Headers map[string]string
+	// Command, Args and Env, when Command is set, make the entry a stdio
+	// server that the agent starts itself (sodactl run --mcp-inside);
+	// URL, Token and Headers are then unused. AgentFiles only.
+	Command string
+	Args    []string
+	Env     map[string]string
 }
 
 // Snippet is rendered client configuration.
@@ -360,24 +371,44 @@ func ClaudeMCPConfigArg(path string) string { return "--mcp-config=" + path }
 // home, not a user's real one.
 func AgentFiles(servers []Server) ([]AgentFile, error) {
 	type claudeServer struct {
-		Type    string  `json:"type"`
-		URL     string  `json:"url"`
-		Headers headers `json:"headers,omitempty"`
+		Type    string            `json:"type"`
+		URL     string            `json:"url,omitempty"`
+		Headers headers           `json:"headers,omitempty"`
+		Command string            `json:"command,omitempty"`
+		Args    []string          `json:"args,omitempty"`
+		Env     map[string]string `json:"env,omitempty"`
 	}
 	type openCodeServer struct {
-		Type    string  `json:"type"`
-		URL     string  `json:"url"`
-		Enabled bool    `json:"enabled"`
-		Headers headers `json:"headers,omitempty"`
+		Type        string            `json:"type"`
+		URL         string            `json:"url,omitempty"`
+		Command     []string          `json:"command,omitempty"`
+		Enabled     bool              `json:"enabled"`
+		Headers     headers           `json:"headers,omitempty"`
+		Environment map[string]string `json:"environment,omitempty"`
 	}
 	claude := map[string]claudeServer{}
 	open := map[string]openCodeServer{}
 	var codex strings.Builder
 	codex.WriteString("# Written by sodactl run: the MCP servers granted to this sandbox.\n")
 	for _, s := range servers {
-		claude[s.Name] = claudeServer{Type: "http", URL: s.URL, Headers: authHeaders(s.Token)}
-		open[s.Name] = openCodeServer{Type: "remote", URL: s.URL, Enabled: true, Headers: authHeaders(s.Token)}
-		codex.WriteString("\n" + renderCodex(s).Text)
+		if s.Command != "" {
+			claude[s.Name] = claudeServer{Type: "stdio", Command: s.Command, Args: s.Args, Env: s.Env}
+			open[s.Name] = openCodeServer{Type: "local", Command: append([]string{s.Command}, s.Args...), Enabled: true, Environment: s.Env}
+			codex.WriteString("\n" + codexStdio(s))
+			continue
+		}
+		h := authHeaders(s.Token)
+		for k, v := range s.Headers {
+			if h == nil {
+				h = headers{}
+			}
+			if _, ok := h[k]; !ok {
+				h[k] = v
+			}
+		}
+		claude[s.Name] = claudeServer{Type: "http", URL: s.URL, Headers: h}
+		open[s.Name] = openCodeServer{Type: "remote", URL: s.URL, Enabled: true, Headers: h}
+		codex.WriteString("\n" + codexHTTP(s.Name, s.URL, h))
 	}
 	cj, err := marshalJSON(struct {
 		MCPServers map[string]claudeServer `json:"mcpServers"`
@@ -398,4 +429,41 @@ func AgentFiles(servers []Server) ([]AgentFile, error) {
 		{Path: ".codex/config.toml", Data: []byte(codex.String())},
 		{Path: ".config/opencode/opencode.json", Data: []byte(oj)},
 	}, nil
+}
+
+// codexHTTP is Codex's table for an HTTP server with headers h.
+func codexHTTP(name, url string, h headers) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[mcp_servers.%s]\n", tomlKey(name))
+	fmt.Fprintf(&b, "url = %s\n", tomlString(url))
+	if len(h) > 0 {
+		fmt.Fprintf(&b, "http_headers = %s\n", tomlInline(h))
+	}
+	return b.String()
+}
+
+// codexStdio is Codex's table for a stdio server.
+func codexStdio(s Server) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[mcp_servers.%s]\n", tomlKey(s.Name))
+	fmt.Fprintf(&b, "command = %s\n", tomlString(s.Command))
+	args := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		args[i] = tomlString(a)
+	}
+	fmt.Fprintf(&b, "args = [%s]\n", strings.Join(args, ", "))
+	if len(s.Env) > 0 {
+		fmt.Fprintf(&b, "env = %s\n", tomlInline(s.Env))
+	}
+	return b.String()
+}
+
+// tomlInline is m as a TOML inline table, its keys sorted.
+func tomlInline(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = tomlString(k) + " = " + tomlString(m[k])
+	}
+	return "{ " + strings.Join(parts, ", ") + " }"
 }

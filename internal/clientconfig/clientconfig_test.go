@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/soda-project/soda/internal/mcpconfig"
 )
 
 const tok = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -416,5 +418,40 @@ func TestClaudeMCPConfigArg(t *testing.T) {
 	// One word: a separate value would start --mcp-config's variadic list.
 	if got := ClaudeMCPConfigArg("/home/agent/.soda/mcp.json"); got != "--mcp-config=/home/agent/.soda/mcp.json" {
 		t.Errorf("ClaudeMCPConfigArg = %q", got)
+	}
+}
+
+// TestAgentFilesEntries: an HTTP entry with a remote server's own headers
+// and a stdio entry (run inside the sandbox) read back, through each
+// agent's format as mcpconfig parses it, as what was written.
+func TestAgentFilesEntries(t *testing.T) {
+	files, err := AgentFiles([]Server{
+		{Name: "remote", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"X-Api-Key": "k"}},
+		{Name: "run", URL: "http://127.0.0.1:4000/mcp", Token: "tok"},
+		{Name: "fs", Command: "npx", Args: []string{"-y", "server-filesystem", "/w"}, Env: map[string]string{"A": "b"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		t.Run(f.Path, func(t *testing.T) {
+			c, err := mcpconfig.Parse(f.Path, f.Data)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, f.Data)
+			}
+			if len(c.Servers) != 3 {
+				t.Fatalf("%d servers:\n%s", len(c.Servers), f.Data)
+			}
+			fs, remote, run := c.Servers[0], c.Servers[1], c.Servers[2]
+			if fs.Transport != "stdio" || fs.Command != "npx" || strings.Join(fs.Args, " ") != "-y server-filesystem /w" || fs.Env["A"] != "b" {
+				t.Errorf("stdio entry: %+v\n%s", fs, f.Data)
+			}
+			if remote.URL != "https://mcp.example.com/mcp" || remote.Headers["X-Api-Key"] != "k" {
+				t.Errorf("remote entry: %+v\n%s", remote, f.Data)
+			}
+			if run.URL != "http://127.0.0.1:4000/mcp" || run.Headers["Authorization"] != "Bearer tok" {
+				t.Errorf("run entry: %+v\n%s", run, f.Data)
+			}
+		})
 	}
 }

@@ -93,3 +93,46 @@ func TestDisabled(t *testing.T) {
 		t.Errorf("%+v %v", c, err)
 	}
 }
+
+// TestRewrite: in each format, the stdio server becomes an HTTP entry
+// (parsed back as one, with its token), its command and secret are gone,
+// the remote one and the rest of the file stay, a dropped one goes.
+func TestRewrite(t *testing.T) {
+	for _, f := range formats {
+		t.Run(f.format, func(t *testing.T) {
+			out, err := Rewrite(f.file, []byte(f.data), map[string]Endpoint{"everything": {URL: "http://127.0.0.1:4242/mcp", Token: "tok"}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, gone := range []string{"s3cret", "npx", "server-everything"} {
+				if strings.Contains(string(out), gone) {
+					t.Errorf("%s still in:\n%s", gone, out)
+				}
+			}
+			c, err := Parse(f.file, out)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if c.Format != f.format || len(c.Servers) != 2 {
+				t.Fatalf("%+v\n%s", c, out)
+			}
+			e, r := c.Servers[0], c.Servers[1]
+			if e.Transport != "http" || e.URL != "http://127.0.0.1:4242/mcp" || e.Headers["Authorization"] != "Bearer tok" || e.Command != "" || len(e.Env) != 0 {
+				t.Errorf("rewritten server: %+v\n%s", e, out)
+			}
+			if r.URL != "https://mcp.example.com/mcp" {
+				t.Errorf("remote server: %+v", r)
+			}
+			if keep := map[string]string{FormatCodex: `model = "o4"`, FormatOpenCode: `"$schema"`, FormatVSCode: `"inputs"`}[f.format]; keep != "" && !strings.Contains(string(out), keep) {
+				t.Errorf("lost %s:\n%s", keep, out)
+			}
+			out, err = Rewrite(f.file, []byte(f.data), nil, []string{"everything"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, err := Parse(f.file, out); err != nil || len(c.Servers) != 1 || c.Servers[0].Name != "remote" || strings.Contains(string(out), "s3cret") {
+				t.Errorf("drop: %v %+v\n%s", err, c, out)
+			}
+		})
+	}
+}
