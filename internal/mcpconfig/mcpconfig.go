@@ -38,6 +38,9 @@ type Server struct {
 	Command string
 	Args    []string
 	Env     map[string]string
+	// EnvVars are variables whose values the server gets from the
+	// caller's environment (Codex's env_vars), filled in by Expand.
+	EnvVars []string
 	// URL is a remote server's (Transport "http" or "sse"); Headers its
 	// request headers (may hold tokens).
 	URL       string
@@ -208,6 +211,7 @@ type codexFile struct {
 		Command string            `toml:"command"`
 		Args    []string          `toml:"args"`
 		Env     map[string]string `toml:"env"`
+		EnvVars []string          `toml:"env_vars"`
 		URL     string            `toml:"url"`
 		Enabled *bool             `toml:"enabled"`
 		Headers map[string]string `toml:"http_headers"`
@@ -233,6 +237,7 @@ func parseCodex(file string, data []byte) (*Config, error) {
 			return nil, err
 		}
 		srv.Disabled = s.Enabled != nil && !*s.Enabled
+		srv.EnvVars = s.EnvVars
 		c.Servers = append(c.Servers, srv)
 	}
 	return c.sorted(), nil

@@ -136,3 +136,65 @@ func TestRewrite(t *testing.T) {
 		})
 	}
 }
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"TOKEN": "t0k", "DIR": "/srv"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	tests := []struct {
+		name, file, data string
+		want             Server // Command, Args[0], Env["K"], URL or Headers["H"] checked when set
+		err              string
+	}{
+		{"claude", ".mcp.json", `{"mcpServers": {"s": {"command": "${DIR}/bin/srv", "args": ["${MISSING:-def}"], "env": {"K": "Bearer ${TOKEN}"}}}}`,
+			Server{Command: "/srv/bin/srv", Args: []string{"def"}, Env: map[string]string{"K": "Bearer t0k"}}, ""},
+		{"claude unset", ".mcp.json", `{"mcpServers": {"s": {"command": "srv", "env": {"K": "${MISSING}"}}}}`, Server{}, "${MISSING} is not set"},
+		{"claude remote", ".mcp.json", `{"mcpServers": {"s": {"type": "http", "url": "https://x.example/mcp", "headers": {"H": "${TOKEN}"}}}}`,
+			Server{Headers: map[string]string{"H": "t0k"}}, ""},
+		{"vscode", "mcp.json", `{"servers": {"s": {"command": "srv", "args": ["${env:DIR}"], "env": {"K": "${env:TOKEN}"}}}}`,
+			Server{Command: "srv", Args: []string{"/srv"}, Env: map[string]string{"K": "t0k"}}, ""},
+		{"vscode input", "mcp.json", `{"servers": {"s": {"command": "srv", "env": {"K": "${input:key}"}}}}`, Server{}, "${input:key}: VS Code asks"},
+		{"opencode", "opencode.json", `{"mcp": {"s": {"type": "local", "command": ["srv", "{env:DIR}"], "environment": {"K": "{env:TOKEN}"}}}}`,
+			Server{Command: "srv", Args: []string{"/srv"}, Env: map[string]string{"K": "t0k"}}, ""},
+		{"opencode file", "opencode.json", `{"mcp": {"s": {"type": "local", "command": ["srv"], "environment": {"K": "{file:~/.key}"}}}}`, Server{}, "{file:~/.key} is not supported"},
+		{"codex env_vars", "config.toml", "[mcp_servers.s]\ncommand = \"srv\"\nenv_vars = [\"TOKEN\", \"MISSING\"]\nenv = { K = \"${TOKEN}\" }\n",
+			Server{Command: "srv", Env: map[string]string{"K": "${TOKEN}", "TOKEN": "t0k"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(tt.file, []byte(tt.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Expand(lookup)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := c.Servers[0]
+			if tt.want.Command != "" && s.Command != tt.want.Command {
+				t.Errorf("command %q, want %q", s.Command, tt.want.Command)
+			}
+			if len(tt.want.Args) > 0 && (len(s.Args) == 0 || s.Args[0] != tt.want.Args[0]) {
+				t.Errorf("args %q, want %q", s.Args, tt.want.Args)
+			}
+			for k, v := range tt.want.Env {
+				if s.Env[k] != v {
+					t.Errorf("env %s = %q, want %q", k, s.Env[k], v)
+				}
+			}
+			for k, v := range tt.want.Headers {
+				if s.Headers[k] != v {
+					t.Errorf("header %s = %q, want %q", k, s.Headers[k], v)
+				}
+			}
+			if _, ok := s.Env["MISSING"]; ok {
+				t.Errorf("an unset env_vars entry was set: %v", s.Env)
+			}
+		})
+	}
+}

@@ -4,21 +4,36 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 	"github.com/tailscale/hujson"
 )
 
-// Endpoint is where a server that runs on the host is reached instead of
-// its command: a Streamable HTTP URL and its bearer token.
+// Endpoint is an HTTP entry: where a server that runs on the host is
+// reached instead of its command (a Streamable HTTP URL and its bearer
+// token), or a remote server with its variables expanded (Headers).
 type Endpoint struct {
 	URL, Token string
+	Headers    map[string]string
+}
+
+// headers are the entry's request headers.
+func (ep Endpoint) headers() map[string]string {
+	h := maps.Clone(ep.Headers)
+	if ep.Token != "" {
+		if h == nil {
+			h = map[string]string{}
+		}
+		h["Authorization"] = "Bearer " + ep.Token
+	}
+	return h
 }
 
 // Rewrite returns the configuration file data (read by Parse as name)
 // with each server named in http turned into an HTTP entry for its
-// Endpoint, in the file's own format, and each server named in drop
+// Endpoint (for a remote server, its entry with variables expanded), in the file's own format, and each server named in drop
 // removed; the rest of the file is kept (JSON comments are not, and keys
 // come out sorted). It is what a sandbox sees in place of the file: the
 // commands and environments of the servers the host runs are not in it.
@@ -51,8 +66,8 @@ func Rewrite(name string, data []byte, http map[string]Endpoint, drop []string) 
 		if c.Format == FormatOpenCode {
 			entry["type"], entry["enabled"] = "remote", true
 		}
-		if ep.Token != "" {
-			entry["headers"] = map[string]string{"Authorization": "Bearer " + ep.Token}
+		if h := ep.headers(); len(h) > 0 {
+			entry["headers"] = h
 		}
 		raw, err := json.Marshal(entry)
 		if err != nil {
@@ -86,8 +101,8 @@ func rewriteCodex(name string, data []byte, http map[string]Endpoint, drop []str
 	}
 	for n, ep := range http {
 		entry := map[string]any{"url": ep.URL}
-		if ep.Token != "" {
-			entry["http_headers"] = map[string]string{"Authorization": "Bearer " + ep.Token}
+		if h := ep.headers(); len(h) > 0 {
+			entry["http_headers"] = h
 		}
 		servers[n] = entry
 	}
