@@ -51,9 +51,20 @@ Options:
                            on the system bus
   --direct                 build the sandbox in sodactl even if sodad runs
                            (needed for --unprotect, --audit-json,
-                           --audit-json-max, --allow-degraded, --config-dir
-                           and --token-file)
+                           --audit-json-max, --allow-degraded, --config-dir,
+                           --token-file and --mcp-config)
   --mcp NAME[,NAME...]     grant the MCP server soda-mcp@NAME (repeatable)
+  --mcp-config FILE        the agent's own MCP configuration (Claude Code's
+                           .mcp.json, Codex's config.toml, OpenCode's
+                           opencode.json, VS Code's mcp.json): its stdio
+                           servers run on the host for the run, behind
+                           soda's bridge, health-checked, and are granted
+                           as HTTP entries (their env stays on the host);
+                           remote ones are granted their HOST:PORT
+  --mcp-optional NAME      a server of --mcp-config that may fail its
+                           health check: skipped instead (repeatable)
+  --mcp-inside NAME        run this stdio server of --mcp-config inside
+                           the sandbox instead, with its env (repeatable)
   --allow HOST:PORT[,...]  grant HOST:PORT through the proxy; *.example.com:443
                            grants every subdomain (repeatable)
   --allow-private HOST:PORT
@@ -61,7 +72,7 @@ Options:
                            or private address (repeatable; use with care)
   --no-network             no network at all: only loopback, with nothing
                            listening (no proxy, no DNS sink); excludes
-                           --mcp, --allow and --allow-private
+                           --mcp, --mcp-config, --allow and --allow-private
   --rw DIR                 make DIR writable in the sandbox (repeatable)
   --ro DIR                 make DIR readable in the sandbox (repeatable)
   --unprotect PATH         leave PATH (inside a --rw DIR) writable although
@@ -92,6 +103,7 @@ Options:
 
 Exit status: COMMAND's; 125 if sodactl run itself failed: a wrong option,
 an invalid grant, a granted server that is neither configured nor running,
+an --mcp-config server that failed its health check,
 or a sandbox layer that could not be set up (the error names it), or,
 through sodad, sodad refused the sandbox, is absent although --profile was
 given, or lost the sandbox; 126/127 if COMMAND cannot be run or found.
@@ -137,7 +149,9 @@ type runOptions struct {
 	degraded                  string
 	verbose, noNetwork        bool
 	profile                   string // sodad's profile
-	direct                    bool   // build the sandbox in sodactl, not sodad
+	mcpConfig                 string // the agent's own MCP configuration
+	mcpInside, mcpOptional    listFlag
+	direct                    bool // build the sandbox in sodactl, not sodad
 }
 
 // runCommand implements "sodactl run"; it returns the exit code.
@@ -146,6 +160,9 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs := newFlagSet("sodactl run")
 	opts.bind(fs)
 	fs.Var(&ro.mcp, "mcp", "")
+	fs.StringVar(&ro.mcpConfig, "mcp-config", "", "")
+	fs.Var(&ro.mcpInside, "mcp-inside", "")
+	fs.Var(&ro.mcpOptional, "mcp-optional", "")
 	fs.Var(&ro.allow, "allow", "")
 	fs.Var(&ro.allowPrivate, "allow-private", "")
 	fs.Var(&ro.rw, "rw", "")
@@ -186,6 +203,10 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	if err != nil {
 		return exitSandbox, err
 	}
+	perrunConfig, err := loadPerRun(&ro)
+	if err != nil {
+		return exitSandbox, err
+	}
 	if ro.profile != "" {
 		if err := config.ValidName(ro.profile); err != nil {
 			return exitSandbox, usagef("sodactl run", "--profile: %v", err)
@@ -204,6 +225,14 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, mcpgrant.Ports(servers)...)
+	// The agent's own servers (--mcp-config): on the host for this run.
+	perrun, err := perrunConfig.start(context.Background(), log, stderr)
+	if err != nil {
+		return exitSandbox, err
+	}
+	defer perrun.close()
+	perrun.apply(&spec)
+	servers = append(servers, perrun.grants()...)
 
 	// A private home, with the agents' MCP configuration in it.
 	homes, err := workhome.Open(workhome.StateDir(os.Geteuid(), os.Getenv), os.Geteuid())
@@ -331,8 +360,8 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 			spec.Knobs.Unavailable = append(spec.Knobs.Unavailable, sandbox.Layer(strings.TrimSpace(l)))
 		}
 	}
-	if ro.noNetwork && len(ro.mcp)+len(ro.allow)+len(ro.allowPrivate) > 0 {
-		return sandbox.Spec{}, usagef("sodactl run", "--no-network excludes --mcp, --allow and --allow-private")
+	if ro.noNetwork && (len(ro.mcp)+len(ro.allow)+len(ro.allowPrivate) > 0 || ro.mcpConfig != "") {
+		return sandbox.Spec{}, usagef("sodactl run", "--no-network excludes --mcp, --mcp-config, --allow and --allow-private")
 	}
 	spec.NoNetwork = ro.noNetwork
 	for _, a := range ro.allow {

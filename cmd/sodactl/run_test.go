@@ -2,9 +2,33 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/soda-project/soda/internal/child"
 )
+
+// TestMain lets the test binary be the gate of supervised children (the
+// per-run servers of --mcp-config), as sodactl's main does.
+func TestMain(m *testing.M) {
+	if child.IsGate() {
+		child.RunGate()
+	}
+	os.Exit(m.Run())
+}
+
+// mcpConfigFile writes an MCP configuration named name in a new
+// directory and returns its path.
+func mcpConfigFile(t *testing.T, name, data string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 func TestParseSize(t *testing.T) {
 	tests := []struct {
@@ -43,6 +67,8 @@ func TestParseSize(t *testing.T) {
 func TestRunCommandLine(t *testing.T) {
 	f := newFixture(t)
 	cd := "--config-dir=" + f.conf
+	conf := mcpConfigFile(t, ".mcp.json", `{"mcpServers": {"gh": {"command": "true"}, "remote": {"url": "https://mcp.example.com/mcp"}}}`)
+	failing := mcpConfigFile(t, ".mcp.json", `{"mcpServers": {"db": {"command": "sh", "args": ["-c", "echo 'db: no credentials' >&2; exit 1"]}}}`)
 	tests := []struct {
 		name     string
 		args     []string
@@ -68,6 +94,16 @@ func TestRunCommandLine(t *testing.T) {
 		{"mcp without token", []string{"run", cd, "--mcp", "gh", "--", "true"}, 125, "no token yet for gh"},
 		{"mcp malformed token", []string{"run", cd, "--mcp", "bad", "--", "true"}, 125, "bad.token"},
 		{"mcp broken config", []string{"run", cd, "--mcp", "broken", "--", "true"}, 125, "invalid configuration"},
+		{"mcp-inside without mcp-config", []string{"run", "--mcp-inside", "gh", "--", "true"}, 125, "name servers of --mcp-config FILE"},
+		{"mcp-config missing", []string{"run", "--direct", "--mcp-config", "/nonexistent/.mcp.json", "--", "true"}, 125, "--mcp-config: open /nonexistent/.mcp.json"},
+		{"mcp-config not MCP", []string{"run", "--direct", "--mcp-config", mcpConfigFile(t, "x.json", `{"a": 1}`), "--", "true"}, 125, "no MCP servers found"},
+		{"mcp-config unset variable", []string{"run", "--direct", "--mcp-config", mcpConfigFile(t, ".mcp.json", `{"mcpServers": {"s": {"command": "x", "env": {"K": "${SODA_TEST_NOT_SET_ANYWHERE}"}}}}`), "--", "true"}, 125, "${SODA_TEST_NOT_SET_ANYWHERE} is not set"},
+		{"mcp-inside unknown", []string{"run", "--direct", "--mcp-config", conf, "--mcp-inside", "nosuch", "--", "true"}, 125, `no MCP server "nosuch" in the configuration (it has gh, remote)`},
+		{"mcp-inside remote", []string{"run", "--direct", "--mcp-config", conf, "--mcp-inside", "remote", "--", "true"}, 125, "only a stdio server can run inside"},
+		{"mcp-optional unknown", []string{"run", "--direct", "--mcp-config", conf, "--mcp-optional", "nosuch", "--", "true"}, 125, `no MCP server "nosuch"`},
+		{"mcp and mcp-config", []string{"run", "--direct", cd, "--mcp", "gh", "--mcp-config", conf, "--", "true"}, 125, "--mcp gh and --mcp-config " + conf + " both name gh"},
+		{"no network with mcp-config", []string{"run", "--no-network", "--mcp-config", conf, "--", "true"}, 125, "--no-network excludes"},
+		{"mcp-config server fails", []string{"run", "--direct", "--mcp-config", failing, "--", "true"}, 125, "MCP server db failed its health check"},
 		{"help", []string{"run", "--help"}, exitOK, ""},
 	}
 	for _, tt := range tests {
@@ -80,10 +116,13 @@ func TestRunCommandLine(t *testing.T) {
 			if !strings.Contains(stderr.String(), tt.wantErr) {
 				t.Errorf("stderr %q lacks %q", stderr.String(), tt.wantErr)
 			}
+			if tt.name == "mcp-config server fails" && !strings.Contains(stderr.String(), "db: no credentials") {
+				t.Errorf("the error lacks the server's stderr: %q", stderr.String())
+			}
 			if tt.wantCode != exitOK && strings.Count(stderr.String(), "sodactl: ") != 1 {
 				t.Errorf("want one error line, got %q", stderr.String())
 			}
-			if tt.name == "help" && (!strings.Contains(stdout.String(), "--allow-degraded") || !strings.Contains(stdout.String(), "--no-network")) {
+			if tt.name == "help" && (!strings.Contains(stdout.String(), "--allow-degraded") || !strings.Contains(stdout.String(), "--no-network") || !strings.Contains(stdout.String(), "--mcp-config FILE")) {
 				t.Errorf("help lacks the options:\n%s", stdout.String())
 			}
 		})

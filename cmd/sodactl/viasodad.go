@@ -86,6 +86,7 @@ func (ro *runOptions) directOnly(opts *options) []string {
 		{"--allow-degraded", ro.degraded != ""},
 		{"--token-file", opts.tokenFile != ""},
 		{"--config-dir", opts.configDir != config.DefaultDir},
+		{"--mcp-config", ro.mcpConfig != ""},
 	} {
 		if o.set {
 			used = append(used, o.name)

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -236,4 +237,74 @@ func (s *Set) Close(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Plan is what a run does with each server of an agent's configuration.
+type Plan struct {
+	// Host are the stdio servers to run on the host (Start).
+	Host []mcpconfig.Server
+	// Inside are the stdio servers the agent starts itself, inside the
+	// sandbox (sodactl run --mcp-inside).
+	Inside []mcpconfig.Server
+	// Remote are the http and sse servers: their host:port is granted.
+	Remote []mcpconfig.Server
+	// Disabled are the servers the configuration disables.
+	Disabled []string
+	// Optional are the servers whose failed health check skips them.
+	Optional []string
+}
+
+// NewPlan sorts the servers of c: inside names the stdio servers to run
+// inside the sandbox, optional those whose failed health check does not
+// stop the run; both must name servers of c (inside a stdio one).
+func NewPlan(c *mcpconfig.Config, inside, optional []string) (Plan, error) {
+	byName := map[string]mcpconfig.Server{}
+	for _, s := range c.Servers {
+		byName[s.Name] = s
+	}
+	for _, n := range slices.Concat(inside, optional) {
+		if _, ok := byName[n]; !ok {
+			return Plan{}, fmt.Errorf("no MCP server %q in the configuration (it has %s)", n, names(c.Servers))
+		}
+	}
+	p := Plan{Optional: optional}
+	for _, n := range inside {
+		if byName[n].Transport != "stdio" {
+			return Plan{}, fmt.Errorf("MCP server %s is a remote (%s) one: only a stdio server can run inside the sandbox", n, byName[n].Transport)
+		}
+	}
+	for _, s := range c.Servers {
+		switch {
+		case s.Disabled:
+			p.Disabled = append(p.Disabled, s.Name)
+		case s.Transport != "stdio":
+			p.Remote = append(p.Remote, s)
+		case slices.Contains(inside, s.Name):
+			p.Inside = append(p.Inside, s)
+		default:
+			p.Host = append(p.Host, s)
+		}
+	}
+	return p, nil
+}
+
+func names(servers []mcpconfig.Server) string {
+	if len(servers) == 0 {
+		return "none"
+	}
+	var n []string
+	for _, s := range servers {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// Endpoints are the running servers' URLs and tokens, by name (what
+// mcpconfig.Rewrite puts in place of their commands).
+func (s *Set) Endpoints() map[string]mcpconfig.Endpoint {
+	eps := map[string]mcpconfig.Endpoint{}
+	for _, srv := range s.Servers {
+		eps[srv.Name] = mcpconfig.Endpoint{URL: srv.Grant.Entry.URL, Token: srv.Grant.Entry.Token}
+	}
+	return eps
 }

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/soda-project/soda/internal/clientconfig"
+	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/mcpconfig"
+	"github.com/soda-project/soda/internal/mcpgrant"
+	"github.com/soda-project/soda/internal/mcprun"
+	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sandbox/wire"
+)
+
+// perRun is what --mcp-config adds to a run: the agent's own stdio
+// servers running on the host, its inside and remote ones, and the mask
+// the sandbox sees in place of the file.
+type perRun struct {
+	set     *mcprun.Set
+	entries []clientconfig.Server // inside and remote servers, for the agents' files
+	allow   []egress.Grant        // the remote servers' host:port
+	ports   []uint16              // loopback remote servers' ports, relayed
+	mask    sandbox.Mask
+}
+
+// maxConfigBytes bounds the --mcp-config file.
+const maxConfigBytes = wire.MaxMaskBytes
+
+// perRunConfig is a parsed --mcp-config file, checked against the
+// command line, not started yet.
+type perRunConfig struct {
+	file string
+	data []byte
+	plan mcprun.Plan
+}
+
+// loadPerRun reads and checks --mcp-config (nil without one); with none
+// given it checks that --mcp-inside and --mcp-optional are not either.
+func loadPerRun(ro *runOptions) (*perRunConfig, error) {
+	if ro.mcpConfig == "" {
+		if len(ro.mcpInside)+len(ro.mcpOptional) > 0 {
+			return nil, usagef("sodactl run", "--mcp-inside and --mcp-optional name servers of --mcp-config FILE")
+		}
+		return nil, nil
+	}
+	file := ro.mcpConfig
+	data, err := readConfig(file)
+	if err != nil {
+		return nil, fmt.Errorf("--mcp-config: %w", err)
+	}
+	c, err := mcpconfig.Parse(file, data)
+	if err != nil {
+		return nil, fmt.Errorf("--mcp-config: %w", err)
+	}
+	if err := c.Expand(os.LookupEnv); err != nil {
+		return nil, fmt.Errorf("--mcp-config %s: %w", file, err)
+	}
+	plan, err := mcprun.NewPlan(c, ro.mcpInside, ro.mcpOptional)
+	if err != nil {
+		return nil, usagef("sodactl run", "--mcp-config %s: %v", file, err)
+	}
+	for _, s := range c.Servers {
+		if slices.Contains(ro.mcp, s.Name) {
+			return nil, usagef("sodactl run", "--mcp %s and --mcp-config %s both name %s: grant one of them", s.Name, file, s.Name)
+		}
+	}
+	return &perRunConfig{file: file, data: data, plan: plan}, nil
+}
+
+// start starts the host servers of pc (nil: nothing to do) and grants the
+// others. Each server's mode is written to stderr, one line each.
+func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.Writer) (*perRun, error) {
+	if pc == nil {
+		return nil, nil
+	}
+	file, data, plan := pc.file, pc.data, pc.plan
+	p := &perRun{}
+	for _, s := range plan.Remote {
+		hp, err := s.HostPort()
+		if err != nil {
+			return nil, fmt.Errorf("--mcp-config %s: %w", file, err)
+		}
+		if port, ok := loopbackPort(s.URL); ok {
+			// The host's own loopback: relayed like a soda-mcp@ server.
+			if port == sandbox.DefaultProxyPort {
+				return nil, fmt.Errorf("--mcp-config %s: server %s: port %d is the sandbox proxy's", file, s.Name, port)
+			}
+			p.ports = append(p.ports, port)
+		} else {
+			g, err := egress.ParseGrant(hp, false)
+			if err != nil {
+				return nil, fmt.Errorf("--mcp-config %s: server %s: %w", file, s.Name, err)
+			}
+			p.allow = append(p.allow, g)
+		}
+		p.entries = append(p.entries, clientconfig.Server{Name: s.Name, URL: s.URL, Headers: s.Headers})
+		fmt.Fprintf(stderr, "sodactl: MCP server %s: remote (%s), %s granted\n", s.Name, s.Transport, hp)
+	}
+	for _, s := range plan.Inside {
+		p.entries = append(p.entries, clientconfig.Server{Name: s.Name, Command: s.Command, Args: s.Args, Env: s.Env})
+		fmt.Fprintf(stderr, "sodactl: MCP server %s: inside the sandbox (--mcp-inside), started by the agent\n", s.Name)
+	}
+	for _, n := range plan.Disabled {
+		fmt.Fprintf(stderr, "sodactl: MCP server %s: disabled in %s, not started\n", n, file)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	if p.set, err = mcprun.Start(ctx, log, mcprun.Options{Servers: plan.Host, Optional: plan.Optional, Dir: dir, ReservedPort: sandbox.DefaultProxyPort}); err != nil {
+		return nil, fmt.Errorf("--mcp-config %s: %w", file, err)
+	}
+	drop := slices.Clone(plan.Disabled)
+	for _, f := range p.set.Skipped {
+		drop = append(drop, f.Name)
+		fmt.Fprintf(stderr, "sodactl: MCP server %s: skipped (--mcp-optional), it failed its health check: %v\n", f.Name, f.Err)
+	}
+	for _, s := range p.set.Servers {
+		fmt.Fprintf(stderr, "sodactl: MCP server %s: on the host, %s\n", s.Name, s.Grant.Entry.URL)
+	}
+	eps := p.set.Endpoints()
+	for _, s := range plan.Remote {
+		eps[s.Name] = mcpconfig.Endpoint{URL: s.URL, Headers: s.Headers}
+	}
+	masked, err := mcpconfig.Rewrite(file, data, eps, drop)
+	if err != nil {
+		p.close()
+		return nil, fmt.Errorf("--mcp-config: %w", err)
+	}
+	p.mask = sandbox.Mask{Path: file, Data: masked}
+	return p, nil
+}
+
+// grants are what the agents' files name: the host servers' grants, then
+// the inside and remote servers (nil-safe).
+func (p *perRun) grants() []mcpgrant.Grant {
+	if p == nil {
+		return nil
+	}
+	g := p.set.Grants()
+	for _, e := range p.entries {
+		g = append(g, mcpgrant.Grant{Entry: e})
+	}
+	return g
+}
+
+// apply adds the run's grants and the mask to spec.
+func (p *perRun) apply(spec *sandbox.Spec) {
+	if p == nil {
+		return
+	}
+	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, mcpgrant.Ports(p.set.Grants())...)
+	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, p.ports...)
+	spec.Egress.Allow = append(spec.Egress.Allow, p.allow...)
+	spec.Masks = append(spec.Masks, p.mask)
+}
+
+// close stops the host servers and waits for their children (nil-safe).
+func (p *perRun) close() {
+	if p != nil && p.set != nil {
+		p.set.Close(context.Background())
+	}
+}
+
+// readConfig reads an MCP configuration file of at most maxConfigBytes.
+func readConfig(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", file, maxConfigBytes)
+	}
+	return data, nil
+}
+
+// loopbackPort is the port of a URL on the host's loopback.
+func loopbackPort(u string) (uint16, bool) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return 0, false
+	}
+	h := pu.Hostname()
+	if ip := net.ParseIP(h); !(h == "localhost" || ip != nil && ip.IsLoopback()) {
+		return 0, false
+	}
+	port, err := strconv.ParseUint(pu.Port(), 10, 16)
+	if err != nil || port == 0 {
+		return 0, false
+	}
+	return uint16(port), true
+}
