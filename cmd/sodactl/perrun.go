@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/egress"
@@ -18,6 +20,7 @@ import (
 	"github.com/soda-project/soda/internal/mcprun"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/sandbox/wire"
+	"github.com/soda-project/soda/internal/sodadclient"
 )
 
 // perRun is what --mcp-config adds to a run: the agent's own stdio
@@ -161,6 +164,42 @@ func (p *perRun) apply(spec *sandbox.Spec) {
 	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, p.ports...)
 	spec.Egress.Allow = append(spec.Egress.Allow, p.allow...)
 	spec.Masks = append(spec.Masks, p.mask)
+}
+
+// sodad puts the run's servers and mask into a request to sodad: the
+// host servers as ports of the caller's with their tokens, the inside and
+// remote ones as entries. A remote server's HOST:PORT joins --allow when
+// one is given; without it the profile's allow-list decides.
+func (p *perRun) sodad(s *sodadclient.Spec, ro *runOptions) error {
+	if len(p.ports) > 0 {
+		return usagef("sodactl run", "--mcp-config: a remote server on the host's loopback cannot be granted through sodad; run it as a stdio server of the file, or use --direct")
+	}
+	for _, g := range p.set.Grants() {
+		s.RunMCP = append(s.RunMCP, sodadclient.RunServer{Name: g.Entry.Name, Port: g.Port, Token: g.Entry.Token})
+	}
+	for _, e := range p.entries {
+		s.RunMCP = append(s.RunMCP, sodadclient.RunServer{Name: e.Name, URL: e.URL, Headers: e.Headers, Command: e.Command, Args: e.Args, Env: e.Env})
+	}
+	if len(ro.allow) > 0 {
+		for _, g := range p.allow {
+			s.Allow = append(s.Allow, g.String())
+		}
+	}
+	path, err := filepath.Abs(p.mask.Path)
+	if err == nil {
+		path, err = filepath.EvalSymlinks(path)
+	}
+	if err != nil {
+		return fmt.Errorf("--mcp-config: %w", err)
+	}
+	// sodad masks only files inside the granted directories.
+	for _, d := range slices.Concat(s.ReadWritePaths, s.ReadOnlyPaths) {
+		if r, err := filepath.EvalSymlinks(d); err == nil && strings.HasPrefix(path, r+"/") {
+			s.Masks = append(s.Masks, sodadclient.Mask{Path: path, Data: p.mask.Data})
+			break
+		}
+	}
+	return nil
 }
 
 // close stops the host servers and waits for their children (nil-safe).

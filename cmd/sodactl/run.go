@@ -51,8 +51,8 @@ Options:
                            on the system bus
   --direct                 build the sandbox in sodactl even if sodad runs
                            (needed for --unprotect, --audit-json,
-                           --audit-json-max, --allow-degraded, --config-dir,
-                           --token-file and --mcp-config)
+                           --audit-json-max, --allow-degraded, --config-dir
+                           and --token-file)
   --mcp NAME[,NAME...]     grant the MCP server soda-mcp@NAME (repeatable)
   --mcp-config FILE        the agent's own MCP configuration (Claude Code's
                            .mcp.json, Codex's config.toml, OpenCode's
@@ -218,7 +218,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	if client != nil {
-		return runViaSodad(context.Background(), client, opts, &ro, spec, stdout, stderr, log)
+		return runViaSodad(context.Background(), client, opts, &ro, spec, perrunConfig, stdout, stderr, log)
 	}
 	servers, err := mcpGrants(opts, ro.mcp)
 	if err != nil {

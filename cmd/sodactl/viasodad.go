@@ -86,7 +86,6 @@ func (ro *runOptions) directOnly(opts *options) []string {
 		{"--allow-degraded", ro.degraded != ""},
 		{"--token-file", opts.tokenFile != ""},
 		{"--config-dir", opts.configDir != config.DefaultDir},
-		{"--mcp-config", ro.mcpConfig != ""},
 	} {
 		if o.set {
 			used = append(used, o.name)
@@ -164,7 +163,7 @@ func pickProfile(ctx context.Context, c *sodadclient.Client, flag string) (strin
 
 // runViaSodad runs argv in a sandbox of sodad's and returns its exit
 // status: the command's, 125 for soda's own failures.
-func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *runOptions, spec sandbox.Spec, stdout, stderr io.Writer, log *slog.Logger) (int, error) {
+func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *runOptions, spec sandbox.Spec, pc *perRunConfig, stdout, stderr io.Writer, log *slog.Logger) (int, error) {
 	defer c.Close()
 	if used := ro.directOnly(opts); len(used) > 0 {
 		return exitSandbox, usagef("sodactl run", "%s: only with --direct (sodad holds the sandbox's grants and audit: see 'sodactl sandbox audit ID')", strings.Join(used, ", "))
@@ -175,6 +174,27 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 	}
 	out := fileOr(stdout, os.Stdout)
 	req := sodadclient.Request{Profile: profile, Argv: spec.Argv, Spec: ro.sodadSpec(spec), Interactive: sandbox.IsTerminal(os.Stdin)}
+
+	// The agent's own servers (--mcp-config) run here, as the caller,
+	// never in sodad; sodad grants their ports if the profile allows it,
+	// for as long as this process holds the life pipe open.
+	perrun, err := pc.start(ctx, log, stderr)
+	if err != nil {
+		return exitSandbox, err
+	}
+	defer perrun.close()
+	if perrun != nil {
+		if err := perrun.sodad(&req.Spec, ro); err != nil {
+			return exitSandbox, err
+		}
+		lifeR, lifeW, err := os.Pipe()
+		if err != nil {
+			return exitSandbox, err
+		}
+		defer lifeW.Close()
+		defer lifeR.Close() // sodad holds its own copy once Create returns
+		req.Stdio.Life = lifeR
+	}
 
 	// On a terminal the command gets a pty whose master sodactl keeps (as
 	// systemd-run --pty): keys go in raw, window sizes follow SIGWINCH.
@@ -207,7 +227,7 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 		}
 		restore = append(restore, r)
 	} else {
-		req.Stdio = sodadclient.Stdio{Stdin: os.Stdin, Stdout: out, Stderr: fileOr(stderr, os.Stderr)}
+		req.Stdio = sodadclient.Stdio{Stdin: os.Stdin, Stdout: out, Stderr: fileOr(stderr, os.Stderr), Life: req.Stdio.Life}
 	}
 
 	sigs := make(chan os.Signal, 4)

@@ -121,6 +121,10 @@ type Profile struct {
 	// NoNetwork makes every sandbox of the profile network-less; the
 	// profile then grants no MCP server and no target.
 	NoNetwork bool
+	// PerRunMCP lets a request grant MCP servers that the caller runs
+	// itself, as itself, for the one sandbox (sodactl run --mcp-config):
+	// loopback ports the caller's own uid listens on.
+	PerRunMCP bool
 	// ReadWritePaths are host directories inside which a request may
 	// grant directories read-write (and read-only).
 	ReadWritePaths []string
@@ -235,9 +239,9 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 			return nil, fail(err)
 		}
 	}
-	if p.NoNetwork && (len(p.MCP) > 0 || len(p.Allow) > 0) {
+	if p.NoNetwork && (len(p.MCP) > 0 || len(p.Allow) > 0 || p.PerRunMCP) {
 		line, key := seen["Grants.NoNetwork"], "Grants.NoNetwork"
-		return nil, &config.Error{File: file, Line: line, Key: key, Err: errors.New("NoNetwork=yes excludes MCP=, Allow= and AllowPrivate=")}
+		return nil, &config.Error{File: file, Line: line, Key: key, Err: errors.New("NoNetwork=yes excludes MCP=, Allow=, AllowPrivate= and PerRunMCP=yes")}
 	}
 	l := &p.Limits
 	for _, f := range []struct {
@@ -253,7 +257,7 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 
 // single are the keys that may be set only once.
 var single = map[string]bool{
-	"Profile.Description": true, "Grants.NoNetwork": true,
+	"Profile.Description": true, "Grants.NoNetwork": true, "Grants.PerRunMCP": true,
 	"Limits.MemoryMax": true, "Limits.TasksMax": true, "Limits.CPUQuota": true,
 	"Limits.Timeout": true, "Limits.TmpSize": true, "Limits.HomeSize": true, "Limits.WorkspaceSize": true,
 }
@@ -333,8 +337,12 @@ func (p *Profile) apply(o config.Option) error {
 			b, err := config.ParseBool(v)
 			p.NoNetwork = b
 			return err
+		case "PerRunMCP":
+			b, err := config.ParseBool(v)
+			p.PerRunMCP = b
+			return err
 		default:
-			return errors.New("unknown key (known: MCP, Allow, AllowPrivate, NoNetwork)")
+			return errors.New("unknown key (known: MCP, Allow, AllowPrivate, NoNetwork, PerRunMCP)")
 		}
 	case "Paths":
 		var list *[]string

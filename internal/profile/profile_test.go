@@ -80,6 +80,8 @@ func TestParseLists(t *testing.T) {
 		{"star", "[Profile]\nUsers=*\n", func(p *Profile) any { return p.Users }, []string{"*"}},
 		{"defaults", "", func(p *Profile) any { return p.Limits }, DefaultLimits},
 		{"no network", "[Grants]\nNoNetwork=yes\n", func(p *Profile) any { return p.NoNetwork }, true},
+		{"per-run MCP servers", "[Grants]\nPerRunMCP=yes\n", func(p *Profile) any { return p.PerRunMCP }, true},
+		{"no per-run MCP servers by default", "[Grants]\nMCP=jira\n", func(p *Profile) any { return p.PerRunMCP }, false},
 		{"continuation", "[Grants]\nMCP=a \\\n b\n", func(p *Profile) any { return p.MCP }, []string{"a", "b"}},
 	}
 	for _, tt := range tests {
@@ -128,6 +130,8 @@ func TestParseHostile(t *testing.T) {
 		{"star group", "[Profile]\nGroups=*\n", 2, "Profile.Groups", "not a user"},
 		{"bad bool", "[Grants]\nNoNetwork=maybe\n", 2, "Grants.NoNetwork", "not a boolean"},
 		{"nonetwork with grants", "[Grants]\nMCP=jira\nNoNetwork=yes\n", 3, "Grants.NoNetwork", "excludes"},
+		{"nonetwork with per-run servers", "[Grants]\nPerRunMCP=yes\nNoNetwork=yes\n", 3, "Grants.NoNetwork", "PerRunMCP=yes"},
+		{"duplicate PerRunMCP", "[Grants]\nPerRunMCP=no\nPerRunMCP=yes\n", 3, "Grants.PerRunMCP", "set twice"},
 		{"control in description", "[Profile]\nDescription=a\x1bb\n", 2, "Profile.Description", "one line"},
 		{"too many users", "[Profile]\n" + manyUsers(11, 100), 12, "Profile.Users", "more than"},
 		{"syntax", "[Limits]\nMemoryMax\n", 2, "", "expected Key=Value"},

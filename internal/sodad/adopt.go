@@ -33,6 +33,12 @@ func (d *Daemon) storeHandover(b *box) {
 	if !d.cfg.FDStore.Available() {
 		return
 	}
+	if b.perRun {
+		// Its life fd (the caller running its servers) is not handed
+		// over: a successor could not tell when they are gone.
+		d.log.Debug("sandbox with per-run MCP servers: a restart of sodad will end it", "sandbox", b.id)
+		return
+	}
 	_, files, err := b.sb.Handover()
 	if errors.Is(err, sandbox.ErrLiveNotHandable) {
 		d.log.Debug("persistent sandbox: a restart of sodad will end it", "sandbox", b.id)

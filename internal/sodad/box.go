@@ -36,7 +36,10 @@ type box struct {
 	audit *auditRing
 	alog  *auditsink.Log
 	files []*os.File
-	home  *workhome.Home
+	// perRun: the sandbox has the caller's per-run MCP servers (RunMCP),
+	// which end with the caller; a restart of sodad ends it.
+	perRun bool
+	home   *workhome.Home
 
 	stopping atomic.Bool
 	done     atomic.Bool

@@ -17,6 +17,7 @@ import (
 
 	"github.com/soda-project/soda/internal/agentconf"
 	"github.com/soda-project/soda/internal/auditsink"
+	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/mcpgrant"
 	"github.com/soda-project/soda/internal/profile"
@@ -244,12 +245,23 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	if err := callerMayAccess(c, eff.ReadOnly, false); err != nil {
 		return "", "", err
 	}
+	if len(req.RunMCP) > 0 {
+		if !p.PerRunMCP {
+			return "", "", dbusErr(ErrAccessDenied, fmt.Sprintf("profile %s does not allow per-run MCP servers (RunMCP): an administrator allows them with PerRunMCP=yes in its [Grants] section", p.Name))
+		}
+		if st.Life == nil {
+			return "", "", dbusErr(ErrInvalidFd, "fd life: RunMCP needs the read end of a pipe that the caller holds open while it runs its servers")
+		}
+	}
+	if err := masksInside(req.Masks, slices.Concat(eff.ReadWrite, eff.ReadOnly)); err != nil {
+		return "", "", err
+	}
 
 	id := newID(p.Name)
 	b := &box{d: d, id: id, path: SandboxPath(id), owner: c.UID, profile: p.Name, unit: "soda-sandbox-" + id + ".scope",
 		created: time.Now(), argv: slices.Clone(argv), audit: newAuditRing(auditKeep),
 		alog: auditsink.NewLog(d.journal.With("owner_uid", c.UID)), noNetwork: eff.NoNetwork,
-		mcp: slices.Clone(eff.MCP)}
+		mcp: slices.Clone(eff.MCP), perRun: len(req.RunMCP) > 0}
 	for _, g := range eff.Allow {
 		if g.Private {
 			b.allowPrivate = append(b.allowPrivate, g)
@@ -320,6 +332,9 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	b.files = owned
 	b.sb = sb
 	b.mu.Unlock()
+	if st.Life != nil {
+		go b.watchLife(st.Life)
+	}
 	d.live.Add(1)
 	b.props.SetMust(SandboxInterface, "State", "running")
 	_ = d.conn.Emit(ManagerPath, ManagerInterface+".SandboxNew", id, b.path)
@@ -397,6 +412,25 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 		servers = append(servers, g)
 	}
 	spec.Egress.MCPPorts = mcpgrant.Ports(servers)
+	for _, rs := range req.RunMCP {
+		if slices.Contains(eff.MCP, rs.Name) {
+			return spec, dbusErr(ErrInvalidSpec, fmt.Sprintf("RunMCP %s: a soda-mcp@ server of that name is granted too", rs.Name))
+		}
+		g := mcpgrant.Grant{Entry: clientconfig.Server{Name: rs.Name, URL: rs.URL, Headers: rs.Headers, Command: rs.Command, Args: rs.Args, Env: rs.Env}}
+		if rs.Port != 0 {
+			if rs.Port == sandbox.DefaultProxyPort || slices.Contains(spec.Egress.MCPPorts, rs.Port) {
+				return spec, dbusErr(ErrInvalidSpec, fmt.Sprintf("RunMCP %s: port %d is the sandbox proxy's or a granted soda-mcp@ server's", rs.Name, rs.Port))
+			}
+			if err := ownsLoopbackListener(b.owner, rs.Port); err != nil {
+				return spec, dbusErr(ErrAccessDenied, fmt.Sprintf("RunMCP %s: %v", rs.Name, err))
+			}
+			g.Port = rs.Port
+			g.Entry.URL, g.Entry.Token = fmt.Sprintf("http://127.0.0.1:%d/mcp", rs.Port), rs.Token
+			spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, rs.Port)
+		}
+		servers = append(servers, g)
+	}
+	spec.Masks = req.Masks
 	h, err := d.homes.New()
 	if err != nil {
 		return spec, dbusErr(ErrFailed, fmt.Sprintf("sandbox home: %v", err))
@@ -411,6 +445,44 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 		spec.Argv = agent.Argv
 	}
 	return spec, nil
+}
+
+// masksInside checks that every mask is of a file inside one of the
+// granted directories, its symbolic links resolved (as the engine will):
+// a request may only change what the sandbox sees of its own grants.
+func masksInside(masks []sandbox.Mask, grants []string) *dbus.Error {
+	for _, m := range masks {
+		p, err := filepath.EvalSymlinks(m.Path)
+		if err != nil {
+			return dbusErr(ErrInvalidSpec, fmt.Sprintf("Masks %s: %v", m.Path, err))
+		}
+		inside := false
+		for _, g := range grants {
+			if r, err := filepath.EvalSymlinks(g); err == nil && strings.HasPrefix(p, r+"/") {
+				inside = true
+			}
+		}
+		if !inside {
+			return dbusErr(ErrInvalidSpec, fmt.Sprintf("Masks %s: not inside a granted directory (ReadWritePaths, ReadOnlyPaths)", m.Path))
+		}
+	}
+	return nil
+}
+
+// watchLife ends the sandbox when the caller that runs its per-run MCP
+// servers is gone (its life fd reads EOF): their ports are free then,
+// for anyone to take.
+func (b *box) watchLife(f *os.File) {
+	buf := make([]byte, 64)
+	for {
+		if _, err := f.Read(buf); err != nil {
+			break
+		}
+	}
+	if sb := b.running(); sb != nil && !b.ended() {
+		b.d.journal.Info("sandbox stop: the caller running its per-run MCP servers is gone", "sandbox", b.id, "owner_uid", b.owner)
+		sb.Stop()
+	}
 }
 
 // callerMayAccess checks that the caller may itself use each directory

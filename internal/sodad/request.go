@@ -1,9 +1,11 @@
 package sodad
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/profile"
+	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // Bounds of a request: anything larger is InvalidSpec (a caller must not
@@ -38,6 +42,155 @@ type request struct {
 	// Persistent: a live sandbox that runs what Exec asks (argv empty),
 	// with a private workspace of Limits.WorkspaceSize.
 	Persistent bool
+	// RunMCP are the caller's own MCP servers for this sandbox (sodactl
+	// run --mcp-config): allowed by the profile's PerRunMCP=.
+	RunMCP []runServer
+	// Masks are files the sandbox sees with other contents (the agent's
+	// configuration without its secrets), inside the granted paths.
+	Masks []sandbox.Mask
+}
+
+// maxRunMCP bounds RunMCP and Masks.
+const maxRunMCP = 64
+
+// runServer is one entry of RunMCP: exactly one of a loopback port that
+// the caller listens on (with its token), a remote URL, or a stdio
+// command that the agent starts inside the sandbox.
+type runServer struct {
+	Name    string
+	Port    uint16
+	Token   string
+	URL     string
+	Headers map[string]string
+	Command string
+	Args    []string
+	Env     map[string]string
+}
+
+// runServerWire is an entry of RunMCP as it travels, (sa{sv}).
+type runServerWire struct {
+	Name  string
+	Props map[string]dbus.Variant
+}
+
+// maskWire is an entry of Masks, (say).
+type maskWire struct {
+	Path string
+	Data []byte
+}
+
+// decodeRunMCP decodes RunMCP.
+func decodeRunMCP(v []runServerWire) ([]runServer, error) {
+	if len(v) > maxRunMCP {
+		return nil, fmt.Errorf("%d entries, at most %d", len(v), maxRunMCP)
+	}
+	var out []runServer
+	seen := map[string]bool{}
+	for _, e := range v {
+		name, props := e.Name, e.Props
+		if !validServerName(name) {
+			return nil, fmt.Errorf("name %q: 1 to 64 letters, digits, '-', '_' or '.'", name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%s: named twice", name)
+		}
+		seen[name] = true
+		s := runServer{Name: name}
+		for _, k := range sortedKeys(props) {
+			var err error
+			val := props[k].Value()
+			switch k {
+			case "Port":
+				p, ok := val.(uint16)
+				if !ok || p == 0 {
+					err = errors.New("want a port (q), not 0")
+				}
+				s.Port = p
+			case "Token", "URL", "Command":
+				str, ok := val.(string)
+				if !ok || len(str) > maxString || strings.IndexByte(str, 0) >= 0 {
+					err = fmt.Errorf("want a string (s) of at most %d bytes", maxString)
+				}
+				switch k {
+				case "Token":
+					s.Token = str
+				case "URL":
+					s.URL = str
+				default:
+					s.Command = str
+				}
+			case "Args":
+				l, ok := val.([]string)
+				if !ok || len(l) > maxListItems {
+					err = fmt.Errorf("want at most %d strings (as)", maxListItems)
+				}
+				s.Args = l
+			case "Headers", "Env":
+				m, ok := val.(map[string]string)
+				if !ok || len(m) > maxListItems {
+					err = fmt.Errorf("want at most %d pairs (a{ss})", maxListItems)
+				}
+				if k == "Headers" {
+					s.Headers = m
+				} else {
+					s.Env = m
+				}
+			default:
+				err = errors.New("unknown key (Port, Token, URL, Headers, Command, Args, Env)")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", name, k, err)
+			}
+		}
+		kinds := 0
+		for _, set := range []bool{s.Port != 0, s.URL != "", s.Command != ""} {
+			if set {
+				kinds++
+			}
+		}
+		switch {
+		case kinds != 1:
+			return nil, fmt.Errorf("%s: want exactly one of Port (a server you run), URL (a remote one) or Command (one the agent starts)", name)
+		case s.Token != "" && s.Port == 0:
+			return nil, fmt.Errorf("%s: Token goes with Port", name)
+		case s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://"):
+			return nil, fmt.Errorf("%s: URL %q: want http:// or https://", name, s.URL)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// validServerName accepts the names agents give MCP servers.
+func validServerName(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeMasks decodes Masks.
+func decodeMasks(v []maskWire) ([]sandbox.Mask, error) {
+	if len(v) > maxRunMCP {
+		return nil, fmt.Errorf("%d entries, at most %d", len(v), maxRunMCP)
+	}
+	var out []sandbox.Mask
+	for _, e := range v {
+		path, data := e.Path, e.Data
+		if !filepath.IsAbs(path) || filepath.Clean(path) != path || len(path) > maxString {
+			return nil, fmt.Errorf("path %q: want an absolute, clean path", path)
+		}
+		if len(data) > wire.MaxMaskBytes {
+			return nil, fmt.Errorf("%s: %d bytes, at most %d", path, len(data), wire.MaxMaskBytes)
+		}
+		out = append(out, sandbox.Mask{Path: path, Data: data})
+	}
+	return out, nil
 }
 
 // options are a method's decoded options.
@@ -112,10 +265,32 @@ func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
 		if want == "" {
 			return bad(k, "unknown key")
 		}
-		if got := v.Signature().String(); got != want {
+		// godbus gives a message's structs as []interface{}, whose
+		// variant says av: those keys are checked by dbus.Store below.
+		if got := v.Signature().String(); got != want && !(strings.Contains(want, "(") && strings.HasPrefix(got, "a")) {
 			return bad(k, "want type %s, got %s", want, got)
 		}
 		switch want {
+		case "a(sa{sv})":
+			var l []runServerWire
+			if err := dbus.Store([]any{v.Value()}, &l); err != nil {
+				return bad(k, "want type %s: %v", want, err)
+			}
+			rs, err := decodeRunMCP(l)
+			if err != nil {
+				return bad(k, "%v", err)
+			}
+			r.RunMCP = rs
+		case "a(say)":
+			var l []maskWire
+			if err := dbus.Store([]any{v.Value()}, &l); err != nil {
+				return bad(k, "want type %s: %v", want, err)
+			}
+			ms, err := decodeMasks(l)
+			if err != nil {
+				return bad(k, "%v", err)
+			}
+			r.Masks = ms
 		case "as":
 			l := v.Value().([]string)
 			if len(l) > maxListItems {
@@ -207,8 +382,8 @@ func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
 	if n > maxArgBytes {
 		return bad("Environment", "%d bytes, at most %d", n, maxArgBytes)
 	}
-	if r.NoNetwork && (len(r.MCP) > 0 || len(r.Allow) > 0) {
-		return bad("NoNetwork", "excludes MCP, Allow and AllowPrivate")
+	if r.NoNetwork && (len(r.MCP) > 0 || len(r.Allow) > 0 || len(r.RunMCP) > 0) {
+		return bad("NoNetwork", "excludes MCP, RunMCP, Allow and AllowPrivate")
 	}
 	return r, nil
 }
@@ -219,13 +394,22 @@ var specTypes = map[string]string{
 	"ReadWritePaths": "as", "ReadOnlyPaths": "as", "WorkingDirectory": "s",
 	"Environment": "as", "MemoryMax": "t", "TmpSize": "t", "HomeSize": "t",
 	"TasksMax": "t", "CPUQuotaPercent": "t", "TimeoutUSec": "t", "TTY": "b",
-	"Persistent": "b", "WorkspaceSize": "t",
+	"Persistent": "b", "WorkspaceSize": "t", "RunMCP": "a(sa{sv})", "Masks": "a(say)",
 }
 
 // streams are a sandbox's standard streams, checked.
 type streams struct {
 	Stdin, Stdout, Stderr *os.File
 	TTY                   bool
+	// Life is the caller's life fd (RunMCP): EOF when the caller is gone.
+	Life *os.File
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // fdKind is what checkFd found an fd to be.
@@ -305,11 +489,18 @@ func checkFds(fds map[string]*os.File, tty bool) (streams, *dbus.Error) {
 				return bad("a terminal must be open for reading and writing")
 			}
 			s.Stdin, s.Stdout, s.Stderr, s.TTY = f, f, f, true
+		case "life":
+			// Held open by the caller while it runs its per-run MCP
+			// servers: its end (EOF) ends the sandbox.
+			if !k.readable || k.terminal {
+				return bad("not open for reading, or a terminal")
+			}
+			s.Life = f
 		default:
-			return bad("unknown key (stdin, stdout, stderr or tty)")
+			return bad("unknown key (stdin, stdout, stderr, tty or life)")
 		}
 	}
-	if _, ok := fds["tty"]; ok && len(fds) > 1 {
+	if _, ok := fds["tty"]; ok && len(fds)-btoi(s.Life != nil) > 1 {
 		return streams{}, dbusErr(ErrInvalidFd, "fd tty: passed with stdin, stdout or stderr; a terminal comes alone")
 	}
 	if tty && !s.TTY {

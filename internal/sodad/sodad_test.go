@@ -1,10 +1,14 @@
 package sodad
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/xml"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +74,43 @@ func TestDecodeSpec(t *testing.T) {
 		{name: "bad target", spec: map[string]dbus.Variant{"Allow": v([]string{"no-port"})}, errName: ErrInvalidTarget, errHas: "no-port"},
 		{name: "bad env", spec: map[string]dbus.Variant{"Environment": v([]string{"NOEQUALS"})}, errName: ErrInvalidSpec, errHas: "Environment"},
 		{name: "no network with grants", spec: map[string]dbus.Variant{"NoNetwork": v(true), "Allow": v([]string{"a.b:1"})}, errName: ErrInvalidSpec, errHas: "NoNetwork"},
+		{name: "per-run servers and masks", spec: map[string]dbus.Variant{
+			"RunMCP": v([]runServerWire{{"fs", map[string]dbus.Variant{"Port": v(uint16(4242)), "Token": v("tok")}},
+				{"remote", map[string]dbus.Variant{"URL": v("https://mcp.example.com/mcp"), "Headers": v(map[string]string{"X-Key": "k"})}},
+				{"inside", map[string]dbus.Variant{"Command": v("npx"), "Args": v([]string{"-y", "srv"}), "Env": v(map[string]string{"A": "b"})}}}),
+			"Masks": v([]maskWire{{"/srv/p/.mcp.json", []byte("{}")}})},
+			check: func(t *testing.T, r request) {
+				if len(r.RunMCP) != 3 || r.RunMCP[0].Port != 4242 || r.RunMCP[0].Token != "tok" || r.RunMCP[1].Headers["X-Key"] != "k" ||
+					r.RunMCP[2].Command != "npx" || r.RunMCP[2].Env["A"] != "b" || len(r.RunMCP[2].Args) != 2 {
+					t.Errorf("RunMCP %+v", r.RunMCP)
+				}
+				if len(r.Masks) != 1 || r.Masks[0].Path != "/srv/p/.mcp.json" || string(r.Masks[0].Data) != "{}" {
+					t.Errorf("Masks %+v", r.Masks)
+				}
+			}},
+		// As godbus hands a message's structs over: []interface{} each,
+		// in a variant whose signature says aav.
+		{name: "per-run servers as decoded from the bus", spec: map[string]dbus.Variant{
+			"RunMCP": v([][]any{{"fs", map[string]dbus.Variant{"Port": v(uint16(4242))}}})},
+			check: func(t *testing.T, r request) {
+				if len(r.RunMCP) != 1 || r.RunMCP[0].Name != "fs" || r.RunMCP[0].Port != 4242 {
+					t.Errorf("RunMCP %+v", r.RunMCP)
+				}
+			}},
+		{name: "per-run servers of the wrong shape", spec: map[string]dbus.Variant{"RunMCP": v([]string{"fs"})}, errName: ErrInvalidSpec, errHas: "RunMCP: want type a(sa{sv})"},
+		{name: "masks of the wrong shape", spec: map[string]dbus.Variant{"Masks": dbus.MakeVariantWithSignature([][]any{{"/a", uint32(5)}}, dbus.ParseSignatureMust("a(su)"))}, errName: ErrInvalidSpec, errHas: "Masks: want type a(say)"},
+		{name: "per-run server of two kinds", spec: map[string]dbus.Variant{"RunMCP": v([]runServerWire{{"x", map[string]dbus.Variant{"Port": v(uint16(1)), "Command": v("sh")}}})},
+			errName: ErrInvalidSpec, errHas: "exactly one of Port"},
+		{name: "per-run server bad name", spec: map[string]dbus.Variant{"RunMCP": v([]runServerWire{{"../x", map[string]dbus.Variant{"Port": v(uint16(1))}}})},
+			errName: ErrInvalidSpec, errHas: `name "../x"`},
+		{name: "per-run server unknown key", spec: map[string]dbus.Variant{"RunMCP": v([]runServerWire{{"x", map[string]dbus.Variant{"Prot": v(uint16(1))}}})},
+			errName: ErrInvalidSpec, errHas: "Prot: unknown key"},
+		{name: "per-run server twice", spec: map[string]dbus.Variant{"RunMCP": v([]runServerWire{{"x", map[string]dbus.Variant{"Port": v(uint16(1))}}, {"x", map[string]dbus.Variant{"Port": v(uint16(2))}}})},
+			errName: ErrInvalidSpec, errHas: "named twice"},
+		{name: "per-run without network", spec: map[string]dbus.Variant{"NoNetwork": v(true), "RunMCP": v([]runServerWire{{"x", map[string]dbus.Variant{"Port": v(uint16(1))}}})},
+			errName: ErrInvalidSpec, errHas: "NoNetwork"},
+		{name: "mask relative", spec: map[string]dbus.Variant{"Masks": v([]maskWire{{"srv/.mcp.json", nil}})}, errName: ErrInvalidSpec, errHas: "absolute, clean"},
+		{name: "mask oversize", spec: map[string]dbus.Variant{"Masks": v([]maskWire{{"/srv/a", make([]byte, 1<<20+1)}})}, errName: ErrInvalidSpec, errHas: "at most"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := decodeSpec(tc.spec)
@@ -445,5 +486,75 @@ func TestCallerMayAccess(t *testing.T) {
 				t.Errorf("callerMayAccess(uid %d, %s, write=%v) = %v, want ok=%v", tc.c.UID, tc.dir, tc.write, err, tc.ok)
 			}
 		})
+	}
+}
+
+func TestLoopbackListeners(t *testing.T) {
+	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1001        0 1 1 0000000000000000 100 0 0 10 0
+   1: 00000000:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 100 0 0 10 0
+   2: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0000000000000000 100 0 0 10 0
+   3: 0100007F:1F92 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1 0000000000000000 100 0 0 10 0
+`
+	tests := []struct {
+		port uint16
+		want []uint32
+	}{
+		{0x1F90, []uint32{1001}}, // the established connection (state 01) is not a listener
+		{0x1F91, nil},            // 0.0.0.0 is not 127.0.0.1
+		{0x1F92, []uint32{0}},
+		{0x1F93, nil},
+	}
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		t.Skip("SKIP: the table above is a little-endian host's")
+	}
+	for _, tt := range tests {
+		got, err := loopbackListeners(bufio.NewScanner(strings.NewReader(table)), tt.port)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("port %d: %v, %v; want %v", tt.port, got, err, tt.want)
+		}
+	}
+	// The live table: this test's own listener is its uid's.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	if err := ownsLoopbackListener(uint32(os.Geteuid()), port); err != nil {
+		t.Errorf("own listener: %v", err)
+	}
+	if err := ownsLoopbackListener(uint32(os.Geteuid())+1, port); err == nil || !strings.Contains(err.Error(), "not yours") {
+		t.Errorf("another uid's listener: %v", err)
+	}
+	ln.Close()
+	if err := ownsLoopbackListener(uint32(os.Geteuid()), port); err == nil || !strings.Contains(err.Error(), "nothing listens") {
+		t.Errorf("closed listener: %v", err)
+	}
+}
+
+func TestMasksInside(t *testing.T) {
+	grant, outside := t.TempDir(), t.TempDir()
+	for _, f := range []string{filepath.Join(grant, "in.json"), filepath.Join(outside, "out.json")} {
+		if err := os.WriteFile(f, []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(outside, "out.json"), filepath.Join(grant, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{filepath.Join(grant, "in.json"), true},
+		{filepath.Join(outside, "out.json"), false},
+		{filepath.Join(grant, "link.json"), false}, // leads out of the grant
+		{filepath.Join(grant, "missing.json"), false},
+	} {
+		err := masksInside([]sandbox.Mask{{Path: tc.path}}, []string{grant})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v, want ok %v", tc.path, err, tc.ok)
+		}
 	}
 }

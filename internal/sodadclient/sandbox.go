@@ -33,6 +33,66 @@ type Spec struct {
 	// /workspace (0: the profile's ceiling).
 	Persistent    bool
 	WorkspaceSize uint64
+	// RunMCP are the caller's own MCP servers for this sandbox (sodactl
+	// run --mcp-config), which the profile must allow (PerRunMCP=yes);
+	// with any, Stdio.Life must be set.
+	RunMCP []RunServer
+	// Masks are files inside the granted directories that the sandbox
+	// sees with other contents.
+	Masks []Mask
+}
+
+// RunServer is one entry of Spec.RunMCP: exactly one of Port (a server
+// the caller runs on 127.0.0.1, with its Token), URL (a remote one, with
+// its Headers) or Command (a stdio server the agent starts inside).
+type RunServer struct {
+	Name    string
+	Port    uint16
+	Token   string
+	URL     string
+	Headers map[string]string
+	Command string
+	Args    []string
+	Env     map[string]string
+}
+
+// Mask is a file the sandbox sees with Data as its contents.
+type Mask struct {
+	Path string
+	Data []byte
+}
+
+// runMCPArg is RunMCP as a(sa{sv}).
+func runMCPArg(rs []RunServer) []struct {
+	Name  string
+	Props map[string]dbus.Variant
+} {
+	out := make([]struct {
+		Name  string
+		Props map[string]dbus.Variant
+	}, len(rs))
+	for i, r := range rs {
+		p := map[string]dbus.Variant{}
+		if r.Port != 0 {
+			p["Port"] = dbus.MakeVariant(r.Port)
+		}
+		for k, v := range map[string]string{"Token": r.Token, "URL": r.URL, "Command": r.Command} {
+			if v != "" {
+				p[k] = dbus.MakeVariant(v)
+			}
+		}
+		if r.Args != nil {
+			p["Args"] = dbus.MakeVariant(r.Args)
+		}
+		if r.Headers != nil {
+			p["Headers"] = dbus.MakeVariant(r.Headers)
+		}
+		if r.Env != nil {
+			p["Env"] = dbus.MakeVariant(r.Env)
+		}
+		out[i].Name, out[i].Props = r.Name, p
+	}
+	return out
 }
 
 // dict is the spec as the a{sv} sodad reads.
@@ -68,6 +128,19 @@ func (s Spec) dict(tty bool) map[string]dbus.Variant {
 	if tty {
 		d["TTY"] = dbus.MakeVariant(true)
 	}
+	if len(s.RunMCP) > 0 {
+		d["RunMCP"] = dbus.MakeVariant(runMCPArg(s.RunMCP))
+	}
+	if len(s.Masks) > 0 {
+		masks := make([]struct {
+			Path string
+			Data []byte
+		}, len(s.Masks))
+		for i, m := range s.Masks {
+			masks[i].Path, masks[i].Data = m.Path, m.Data
+		}
+		d["Masks"] = dbus.MakeVariant(masks)
+	}
 	return d
 }
 
@@ -77,12 +150,19 @@ func (s Spec) dict(tty bool) map[string]dbus.Variant {
 type Stdio struct {
 	Stdin, Stdout, Stderr *os.File
 	TTY                   *os.File
+	// Life is the read end of a pipe whose write end the caller keeps
+	// open while it runs the sandbox's per-run MCP servers (Spec.RunMCP):
+	// sodad ends the sandbox when it reads EOF.
+	Life *os.File
 }
 
 // fds are the streams of CreateSandbox, by name; the files stay open until the call
 // returns (sodad holds its own copies by then).
 func (s Stdio) fds() (map[string]dbus.UnixFD, error) {
 	m := map[string]dbus.UnixFD{}
+	if s.Life != nil {
+		m["life"] = dbus.UnixFD(s.Life.Fd())
+	}
 	if s.TTY != nil {
 		if s.Stdin != nil || s.Stdout != nil || s.Stderr != nil {
 			return nil, fmt.Errorf("a tty is passed alone, without stdin, stdout or stderr")

@@ -51,7 +51,7 @@ func TestSodad(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", p, err, out)
 		}
 	}
-	for _, p := range []string{"sodadcall", "sessioncall"} {
+	for _, p := range []string{"sodadcall", "sessioncall", "mcpecho"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./test/"+p)
 		build.Dir = repo
 		if out, err := build.CombinedOutput(); err != nil {
@@ -165,6 +165,8 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	if r := as("alice", call, "-profile", "mcp", "--", "sh", "-c", `grep -rlq 127.0.0.1:18101 "$HOME" && echo mcp-configured`); r.err != nil || !strings.Contains(r.stdout, "mcp-configured") {
 		t.Errorf("alice: profile mcp: the agents' configuration lacks the server:\n%s", r)
 	}
+
+	perRunMCP(t, b, as, art)
 
 	// 2. Identity claims in arguments are refused.
 	if r := as("alice", call, "-claim-owner", "0", "--", "true"); r.err == nil || !strings.Contains(r.stderr, "InvalidArgs") {
@@ -636,4 +638,69 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2].Round(time.Millisecond)
+}
+
+// perRunMCP runs sodactl run --mcp-config through sodad (issue 15, point
+// 4): the agent's own server runs in the caller's sodactl, as the caller,
+// never as root; the profile's PerRunMCP= decides whether it may be
+// granted; the sandbox reaches it with the token sodad wrote into its
+// home, sees the configuration file without its secret, and ends when
+// sodactl is killed.
+func perRunMCP(t *testing.T, b *box, as func(string, ...string) result, art string) {
+	t.Helper()
+	must(t, b.sh(fmt.Sprintf(`set -e
+printf '[Profile]\nDescription=per-run MCP servers\nUsers=alice\n[Grants]\nPerRunMCP=yes\n[Paths]\nReadWritePaths=/srv/alice\n' > /etc/soda/sandbox/perrun.conf
+printf '[Profile]\nDescription=no per-run MCP servers\nUsers=alice\n[Paths]\nReadWritePaths=/srv/alice\n' > /etc/soda/sandbox/plain.conf
+# The box's root is an overlay, which cannot be idmapped; tmpfs can.
+mkdir -p /srv/alice && mount -t tmpfs -o mode=0755 soda-e2e /srv/alice && mkdir -p /srv/alice/proj
+cat > /srv/alice/proj/.mcp.json <<'JSON'
+{"mcpServers": {"echo": {"command": "sh", "args": ["-c", "id -u > /srv/alice/proj/server-uid; exec %s/mcpecho"], "env": {"ECHO_KEY": "perrun-s3cret-value"}}}}
+JSON
+chown -R alice:alice /srv/alice
+`, art)))
+	sc := "cd /srv/alice/proj && /usr/bin/sodactl run -v --mcp-config .mcp.json --rw /srv/alice/proj "
+	probe := `U=$(grep -o 'http://127.0.0.1:[0-9]*/mcp' "$SODA_MCP_CONFIG" | head -1); T=$(grep -o 'Bearer [0-9a-f]*' "$SODA_MCP_CONFIG" | head -1)
+curl -s --noproxy '*' -H "Authorization: $T" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' "$U"; echo
+cat .mcp.json; env | grep -c perrun-s3cre[t]; grep -rl perrun-s3cre[t] "$HOME" /srv/alice/proj /tmp /run 2>/dev/null; echo end`
+	r := as("alice", "sh", "-c", sc+"--profile perrun -- sh -c '"+strings.ReplaceAll(probe, "'", `'\''`)+"' </dev/null")
+	if r.err != nil || !strings.Contains(r.stderr, "sandbox via sodad") || !strings.Contains(r.stdout, "serverInfo") {
+		t.Errorf("sodactl run --mcp-config --profile perrun: want the sandbox via sodad reaching the server:\n%s", r)
+	}
+	if strings.Contains(r.stdout, "perrun-s3cret") || !strings.Contains(r.stdout, "\n0\nend") {
+		t.Errorf("the server's secret is visible in the sandbox:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, `"type": "http"`) {
+		t.Errorf("the sandbox does not see .mcp.json rewritten with an HTTP entry:\n%s", r)
+	}
+	uid := strings.TrimSpace(as("", "id", "-u", "alice").stdout)
+	if got := strings.TrimSpace(b.run("cat", "/srv/alice/proj/server-uid").stdout); got != uid {
+		t.Errorf("the per-run server ran as uid %q, want alice's %s", got, uid)
+	}
+	// A profile without PerRunMCP=yes refuses, naming the key.
+	r = as("alice", "sh", "-c", sc+"--profile plain -- true </dev/null")
+	if r.code != 125 || !strings.Contains(r.stderr, "PerRunMCP=yes") {
+		t.Errorf("--mcp-config with a profile without PerRunMCP=yes: want exit 125 naming the key:\n%s", r)
+	}
+	// kill -9 of sodactl: the servers die with it, and sodad stops the
+	// sandbox (its life fd reads EOF).
+	r = as("alice", "sh", "-c", sc+"--profile perrun -- sleep 301 </dev/null >/dev/null 2>&1 & echo $! > /srv/alice/proj/sodactl.pid; "+
+		"for i in $(seq 100); do pgrep -f 'sleep 30[1]' >/dev/null && break; sleep 0.1; done; pgrep -f 'sleep 30[1]'")
+	if r.err != nil {
+		t.Fatalf("start sodactl run -- sleep 301 through sodad:\n%s", r)
+	}
+	must(t, b.sh("kill -9 $(cat /srv/alice/proj/sodactl.pid)"))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		left := b.sh("pgrep -af 'sleep 30[1]|mcpech[o]'; true").stdout
+		if strings.TrimSpace(left) == "" {
+			t.Logf("kill -9 of sodactl through sodad: its server and the sandbox are gone")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("left after kill -9 of sodactl (per-run server or sandbox):\n%s", left)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
