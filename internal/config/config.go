@@ -107,6 +107,12 @@ type Bridge struct {
 	ProbeInitialize bool
 	// StartOnBoot makes soda-generator enable the instance's socket.
 	StartOnBoot bool
+	// Metrics serves GET /metrics (Prometheus) on the listener, behind
+	// the same token.
+	Metrics bool
+	// MetricsTextfile writes the metrics every 15 s to
+	// /run/soda/metrics/NAME.prom for node_exporter's textfile collector.
+	MetricsTextfile bool
 }
 
 // Limits are applied to each child's cgroup when the host allows it.
@@ -140,6 +146,7 @@ func Defaults(name string) Server {
 			MaxBodyBytes:         4 << 20,
 			StderrLinesPerSecond: 50,
 			DrainTimeout:         30 * time.Second,
+			Metrics:              true,
 		},
 	}
 }
@@ -425,8 +432,12 @@ func apply(cfg *Server, o *unit.UnitOption) error {
 			b.ProbeInitialize, err = parseBool(v)
 		case "StartOnBoot":
 			b.StartOnBoot, err = parseBool(v)
+		case "Metrics":
+			b.Metrics, err = parseBool(v)
+		case "MetricsTextfile":
+			b.MetricsTextfile, err = parseBool(v)
 		default:
-			return errors.New("unknown key (known: Listen, Auth, TokenFile, MaxSessions, MaxConnections, IdleTimeout, CallTimeout, StartTimeout, ReadTimeout, DrainTimeout, ExitIdleSec, ProbeInitialize, StartOnBoot, MaxHeaderBytes, MaxBodySize, StderrLinesPerSecond)")
+			return errors.New("unknown key (known: Listen, Auth, TokenFile, MaxSessions, MaxConnections, IdleTimeout, CallTimeout, StartTimeout, ReadTimeout, DrainTimeout, ExitIdleSec, ProbeInitialize, StartOnBoot, Metrics, MetricsTextfile, MaxHeaderBytes, MaxBodySize, StderrLinesPerSecond)")
 		}
 		return err
 	case "Limits":

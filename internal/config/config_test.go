@@ -32,6 +32,8 @@ DrainTimeout=90
 MaxHeaderBytes=8K
 MaxBodySize=1M
 StderrLinesPerSecond=11
+Metrics=no
+MetricsTextfile=yes
 
 [Limits]
 MemoryMax=512M
@@ -64,6 +66,7 @@ func TestParseFull(t *testing.T) {
 			MaxBodyBytes:         1 << 20,
 			StderrLinesPerSecond: 11,
 			DrainTimeout:         90 * time.Second,
+			MetricsTextfile:      true,
 		},
 		Limits: Limits{
 			MemoryMax: 512 << 20,

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/soda-project/soda/internal/logevent"
+	"github.com/soda-project/soda/internal/metrics"
 	"log/slog"
 	"net"
 	"net/http"
@@ -56,6 +57,11 @@ type Options struct {
 	// as it is (127.0.0.1:PORT), not "localhost:PORT" or another loopback
 	// address.
 	ExactHost bool
+	// Metrics counts refusals and limit hits (nil: off).
+	Metrics *metrics.HTTP
+	// MetricsHandler, when set, serves GET /metrics to the clients that
+	// pass the checks above (the same token as the server's).
+	MetricsHandler http.Handler
 }
 
 // headerSlack is what net/http adds to Server.MaxHeaderBytes for its read
@@ -84,6 +90,7 @@ type Front struct {
 func New(log *slog.Logger, opts Options, next http.Handler) *Front {
 	f := &Front{opts: opts, log: log, next: next}
 	f.gate = newGate(log, opts.MaxConnections, opts.MaxHeaderBytes)
+	f.gate.m = opts.Metrics
 	maxHeader := 0
 	if opts.MaxHeaderBytes > 0 {
 		maxHeader = max(opts.MaxHeaderBytes-headerSlack, 1)
@@ -154,22 +161,26 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// not apply there and Host may be anything (curl sends "localhost").
 	gc, _ := r.Context().Value(connKey{}).(*gatedConn)
 	if gc != nil && gc.headers.tooLarge() {
+		f.opts.Metrics.LimitHit("headers")
 		f.log.Warn("limit hit", logevent.LimitHit, "limit", "headers", "max_bytes", f.opts.MaxHeaderBytes, "remote", r.RemoteAddr)
 		deny(w, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request line and headers exceed %d bytes", f.opts.MaxHeaderBytes))
 		return
 	}
 	_, viaUnix := r.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr)
 	if !viaUnix && !f.hostAllowed(r.Host) {
+		f.opts.Metrics.Refused("host")
 		f.log.Warn("request refused", "reason", "host", "host", r.Host, "remote", r.RemoteAddr)
 		deny(w, http.StatusForbidden, fmt.Sprintf("Host %q does not name this loopback listener (DNS rebinding protection)", r.Host))
 		return
 	}
 	if o := r.Header.Get("Origin"); o != "" && (f.opts.RefuseOrigin || !originAllowed(o)) {
+		f.opts.Metrics.Refused("origin")
 		f.log.Warn("request refused", "reason", "origin", "origin", o, "remote", r.RemoteAddr)
 		deny(w, http.StatusForbidden, fmt.Sprintf("Origin %q is not a loopback origin (DNS rebinding protection)", o))
 		return
 	}
 	if f.opts.Token != "" && !f.authorized(r) {
+		f.opts.Metrics.Refused("auth")
 		f.log.Warn("auth failure", logevent.AuthFailure, "remote", r.RemoteAddr, "path", r.URL.Path, "had_credentials", r.Header.Get("Authorization") != "")
 		realm := fmt.Sprintf(`Bearer realm="soda-mcp/%s"`, f.opts.Name)
 		if r.Header.Get("Authorization") != "" {
@@ -192,6 +203,15 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/ready" {
 		f.serveReady(w, r)
+		return
+	}
+	if r.URL.Path == "/metrics" && f.opts.MetricsHandler != nil {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			deny(w, http.StatusMethodNotAllowed, "GET /metrics")
+			return
+		}
+		f.opts.MetricsHandler.ServeHTTP(w, r)
 		return
 	}
 	f.next.ServeHTTP(&closeOn4xx{ResponseWriter: w}, r)

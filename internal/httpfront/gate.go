@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+
+	"github.com/soda-project/soda/internal/metrics"
 )
 
 // pendingPerSlot is how many connections that have not authenticated yet
@@ -41,6 +43,7 @@ type gate struct {
 	max         int // authenticated connections; 0: no limit
 	pendingMax  int // pending connections, including those waiting for a slot
 	headerLimit int // MaxHeaderBytes, for each connection's headerScan
+	m           *metrics.HTTP
 
 	mu      sync.Mutex
 	authed  int           // authenticated connections
@@ -77,6 +80,7 @@ func (g *gate) admit(c net.Conn, done <-chan struct{}) (*gatedConn, bool) {
 		freed := g.freed
 		g.mu.Unlock()
 		if victim != nil {
+			g.m.LimitHit("connections")
 			g.log.Debug("too many unauthenticated connections: closing the oldest without a request",
 				"max", g.pendingMax, "closed", victim.RemoteAddr().String(), "new", c.RemoteAddr().String())
 			victim.Close()
@@ -130,6 +134,9 @@ func (g *gate) authenticate(ctx context.Context, gc *gatedConn) (ok, waited bool
 	gc.elem = nil
 	gc.state = stateWaiting
 	g.waiting++
+	if g.max > 0 && g.authed >= g.max {
+		g.m.LimitHit("connections")
+	}
 	for g.max > 0 && g.authed >= g.max {
 		waited = true
 		freed := g.freed

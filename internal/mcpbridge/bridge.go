@@ -26,6 +26,7 @@ import (
 
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/logevent"
+	"github.com/soda-project/soda/internal/metrics"
 )
 
 // Options configures a Bridge.
@@ -38,6 +39,9 @@ type Options struct {
 	Placer child.Placer
 	// Grace is the child shutdown timing.
 	Grace child.Grace
+
+	// Metrics records the bridge (nil: off).
+	Metrics *metrics.Bridge
 
 	MaxSessions          int
 	IdleTimeout          time.Duration
@@ -232,11 +236,13 @@ func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error
 	if err != nil {
 		b.children.Done()
 		b.unreserve()
+		b.opts.Metrics.SessionRefused("child_start")
 		log.Warn("child start failed", "err", err)
 		return nil, err
 	}
 	b.live.Add(1)
-	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, func(s *Session) {
+	b.opts.Metrics.SessionOpened()
+	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, b.opts.Metrics, func(s *Session) {
 		b.mu.Lock()
 		delete(b.sessions, s.ID)
 		b.stopping++

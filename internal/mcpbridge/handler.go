@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/soda-project/soda/internal/logevent"
+	"github.com/soda-project/soda/internal/metrics"
 	"io"
 	"mime"
 	"net/http"
@@ -114,6 +115,12 @@ func (b *Bridge) tooBusy(w http.ResponseWriter, idKey string, err error) {
 		httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, err.Error())
 		return
 	}
+	if errors.Is(err, errDraining) {
+		b.opts.Metrics.SessionRefused("draining")
+	} else {
+		b.opts.Metrics.SessionRefused("busy")
+		b.opts.Metrics.HTTP().LimitHit("sessions")
+	}
 	b.log.Warn("limit hit", logevent.LimitHit, "limit", "sessions", "max_sessions", b.opts.MaxSessions, "err", err)
 	httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, msg)
 }
@@ -136,6 +143,7 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			b.opts.Metrics.HTTP().LimitHit("body")
 			b.log.Warn("limit hit", logevent.LimitHit, "limit", "body", "max_bytes", limit, "remote", r.RemoteAddr)
 			httpError(w, http.StatusRequestEntityTooLarge, "", codeInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", limit))
 			return nil, false
@@ -298,6 +306,13 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 	}
 	s.calls.Add(int64(len(reqs)))
 	b.calls.Add(int64(len(reqs)))
+	if m := b.opts.Metrics; m != nil {
+		for _, q := range reqs {
+			m.Calls(metrics.MethodClass(q.method), 1)
+		}
+		class, t0 := metrics.MethodClass(reqs[0].method), time.Now()
+		defer func() { m.CallDone(class, time.Since(t0)) }()
+	}
 	for _, id := range dup {
 		out.add(errorResponseID(st.idFor(id), codeInvalidRequest, errDuplicateID.Error(), nil), true, len(remaining) == 0)
 	}
@@ -360,6 +375,7 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 			}
 			slices.Sort(ids)
 			s.forget(st, ids, fmt.Sprintf("soda-mcpd: no answer within %s", timeout))
+			b.opts.Metrics.HTTP().LimitHit("call_timeout")
 			b.log.Warn("limit hit", logevent.LimitHit, "limit", "call_timeout", "timeout", timeout.String(), "session", s.ID[:8], "requests", len(ids))
 			for _, id := range ids {
 				delete(remaining, id)

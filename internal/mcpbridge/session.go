@@ -18,6 +18,7 @@ import (
 
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/logevent"
+	"github.com/soda-project/soda/internal/metrics"
 )
 
 // item is one child→client message handed to a stream.
@@ -75,6 +76,7 @@ type pendingCall struct {
 type Session struct {
 	// ID is the Mcp-Session-Id (or legacy sessionId).
 	ID string
+	m  *metrics.Bridge // nil: metrics off
 
 	log   *slog.Logger
 	proc  *child.Process
@@ -122,8 +124,9 @@ const maxBacklog = 256
 // maxLineBytes bounds one message from the child.
 const maxLineBytes = 32 << 20
 
-func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Grace, stderrRate int, onEnd, onStopped func(*Session)) *Session {
+func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Grace, stderrRate int, m *metrics.Bridge, onEnd, onStopped func(*Session)) *Session {
 	s := &Session{
+		m:         m,
 		ID:        id,
 		log:       log,
 		proc:      proc,
@@ -201,6 +204,7 @@ func (s *Session) readStdout() {
 			if long == nil {
 				line = bytes.Clone(frag)
 			}
+			s.m.Relayed(0, len(line))
 			line = bytes.TrimRight(line, "\r\n")
 			if len(bytes.TrimSpace(line)) > 0 {
 				s.route(line, garbage)
@@ -396,6 +400,7 @@ func (s *Session) write(raw []byte) error {
 		}
 		return fmt.Errorf("write to MCP server: %w", err)
 	}
+	s.m.Relayed(len(s.writeBuf), 0)
 	if cap(s.writeBuf) > 1<<20 {
 		s.writeBuf = nil
 	}
@@ -598,10 +603,12 @@ func (s *Session) endIf(reason string, cond func() bool) bool {
 	if s.onEnd != nil {
 		s.onEnd(s)
 	}
+	s.m.SessionEnded(endClass(reason))
 	s.log.Info("session end", logevent.SessionEnd, "reason", reason, "calls", s.calls.Load(), "duration", time.Since(s.started).Round(time.Millisecond).String())
 	go func() {
 		defer close(s.stopped)
 		s.proc.Stop(s.grace)
+		s.m.ChildExited(s.proc.ExitStatus())
 		s.log.Info("child exit", logevent.ChildExit, "pid", s.proc.Pid(), "status", s.proc.ExitStatus(), "group", s.proc.Group().String())
 		if s.onStopped != nil {
 			s.onStopped(s)
@@ -666,4 +673,21 @@ func (st *stream) idFor(key string) json.RawMessage {
 		return orig
 	}
 	return rawID(key)
+}
+
+// endClass is the metrics reason of a session's end.
+func endClass(reason string) string {
+	switch {
+	case strings.Contains(reason, "(DELETE)"), strings.HasPrefix(reason, "client closed"):
+		return "client"
+	case strings.HasPrefix(reason, "evicted"):
+		return "evicted"
+	case strings.Contains(reason, " idle"):
+		return "idle"
+	case strings.HasPrefix(reason, "MCP server exited"), strings.Contains(reason, "stopped reading"):
+		return "child_exit"
+	case reason == "server shutting down":
+		return "shutdown"
+	}
+	return "other"
 }

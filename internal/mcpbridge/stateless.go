@@ -127,7 +127,8 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 		return nil, nil, err
 	}
 	b.live.Add(1)
-	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
+	b.opts.Metrics.ChildStarted()
+	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, b.opts.Metrics, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
 	s.shared = true
 	s.fromChild = b.inputs.fromChild
 	s.listeners = newListenHub(s)

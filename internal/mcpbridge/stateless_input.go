@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/soda-project/soda/internal/logevent"
+	"github.com/soda-project/soda/internal/metrics"
 	"net/http"
 	"strconv"
 	"sync"
@@ -260,6 +261,7 @@ func (im *inputManager) serve(w http.ResponseWriter, r *http.Request, s *Session
 	go c.run(rd)
 	s.calls.Add(1)
 	im.b.calls.Add(1)
+	im.b.opts.Metrics.Calls(metrics.MethodClass(m.method), 1)
 	if err := s.write(fwd.raw); err != nil {
 		s.log.Warn("MCP server does not read its stdin, ending session", "err", err)
 		s.end("MCP server stopped reading its input: " + err.Error())

@@ -24,6 +24,7 @@ import (
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/logevent"
+	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/mcpbridge"
 	"github.com/soda-project/soda/internal/runstate"
 	"github.com/soda-project/soda/internal/systemd"
@@ -302,7 +303,16 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		User:      identity,
 		Ledger:    ledger,
 	}
-	bridge := mcpbridge.New(log, mcpbridge.Options{
+	// Prometheus metrics (soda(7)): on the listener behind the token, and
+	// in a textfile for node_exporter when asked.
+	var reg *metrics.Registry
+	if cfg.Bridge.Metrics || cfg.Bridge.MetricsTextfile {
+		reg = metrics.NewRegistry("soda-mcpd", version.Version)
+	}
+	var bridge *mcpbridge.Bridge
+	bm := metrics.NewBridge(reg, cfg.Name, func() (int, int) { st := bridge.Stats(); return st.Sessions, int(st.Children) })
+	bridge = mcpbridge.New(log, mcpbridge.Options{
+		Metrics:              bm,
 		Name:                 cfg.Name,
 		Spec:                 spec,
 		Placer:               placer,
@@ -323,16 +333,35 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		}
 		log.Info("probe initialize answered")
 	}
-	front := httpfront.New(log, httpfront.Options{
+	fopts := httpfront.Options{
 		Name:           cfg.Name,
 		Token:          tok,
 		MaxConnections: cfg.Bridge.MaxConnections,
 		MaxHeaderBytes: cfg.Bridge.MaxHeaderBytes,
 		ReadTimeout:    cfg.Bridge.ReadTimeout,
-	}, bridge.Handler())
+		Metrics:        bm.HTTP(),
+	}
+	if cfg.Bridge.Metrics {
+		fopts.MetricsHandler = reg.Handler()
+	}
+	front := httpfront.New(log, fopts, bridge.Handler())
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
+	if cfg.Bridge.MetricsTextfile {
+		stopText := make(chan struct{})
+		textDone := make(chan struct{})
+		defer func() { close(stopText); <-textDone }()
+		go func() {
+			defer close(textDone)
+			if err := os.MkdirAll(metrics.TextfileDir, 0o755); err != nil {
+				log.Warn("metrics textfile: cannot make its directory", "dir", metrics.TextfileDir, "err", err)
+				return
+			}
+			path := metrics.TextfilePath(metrics.TextfileDir, "soda-mcp@"+cfg.Name)
+			reg.TextfileLoop(path, 15*time.Second, stopText, func(err error) { log.Warn("metrics textfile", "path", path, "err", err) })
+		}()
+	}
 	go bridge.Run(runCtx)
 	serveErr := make(chan error, len(listeners))
 	var urls []string
