@@ -18,7 +18,7 @@ BINS    := soda-mcpd sodactl soda-sandbox-init sodad soda-validated
 MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8 man/soda-profile.5 man/sodad.8 man/soda-validated.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
-.PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-conformance man clean
+.PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
 
 all: build
 
@@ -98,6 +98,10 @@ bench-validate:
 # own stdio start of the same servers, in one run.
 bench-mcpconfig:
 	bash bench/mcpconfig.sh
+
+# The bridge's throughput with its metrics on against off, in one run.
+bench-metrics:
+	bash bench/metrics.sh
 
 # The official MCP conformance runner against the reference server directly
 # and behind soda-mcpd; needs CONFORMANCE_SERVER (see bench/conformance.sh).

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sodad"
 	"github.com/soda-project/soda/internal/systemd"
@@ -34,6 +35,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.MaxPerUser, "max-per-user", sodad.DefaultMaxPerUser, "live sandboxes per user at most")
 	handOver := fs.Bool("hand-over", true, "keep the live sandboxes across a restart of sodad (systemd's file descriptor store)")
 	verbose := fs.Bool("verbose", false, "log debug lines (each polkit check's time)")
+	textfile := fs.Bool("metrics-textfile", false, "write Prometheus metrics to "+metrics.TextfilePath(metrics.TextfileDir, "sodad")+" every 15 s (node_exporter's textfile collector)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -45,6 +47,9 @@ func run(args []string, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sodad: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *textfile {
+		cfg.MetricsTextfile = metrics.TextfilePath(metrics.TextfileDir, "sodad")
 	}
 	level := slog.LevelInfo
 	if *verbose {

@@ -22,6 +22,7 @@ import (
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/mcpbridge"
+	"github.com/soda-project/soda/internal/metrics"
 )
 
 // echoBin is the mcpecho fixture, built once for all tests.
@@ -98,6 +99,7 @@ type harnessOpts struct {
 	maxBody     int64
 	maxConns    int
 	noAuth      bool
+	metrics     bool // record into a registry (metrics.NewBridge)
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -129,7 +131,13 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	placer := child.NewPlacer(log, "soda-test", child.Limits{})
-	b := mcpbridge.New(log, mcpbridge.Options{
+	var bm *metrics.Bridge
+	var b *mcpbridge.Bridge
+	if o.metrics {
+		bm = metrics.NewBridge(metrics.NewRegistry("test", "0"), "test", func() (int, int) { st := b.Stats(); return st.Sessions, int(st.Children) })
+	}
+	b = mcpbridge.New(log, mcpbridge.Options{
+		Metrics:      bm,
 		Name:         "test",
 		Spec:         child.Spec{Argv: o.argv},
 		Placer:       placer,
@@ -144,7 +152,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if o.noAuth {
 		tok = ""
 	}
-	f := httpfront.New(log, httpfront.Options{Name: "test", Token: tok, MaxConnections: o.maxConns, MaxHeaderBytes: 16 << 10, ReadTimeout: o.readTimeout}, b.Handler())
+	f := httpfront.New(log, httpfront.Options{Name: "test", Token: tok, MaxConnections: o.maxConns, MaxHeaderBytes: 16 << 10, ReadTimeout: o.readTimeout, Metrics: bm.HTTP()}, b.Handler())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -113,6 +113,7 @@ type Session struct {
 	dead      chan struct{}
 	stopped   chan struct{}
 	stdoutEOF chan struct{}
+	stderrEOF chan struct{} // closed when the child's stderr is read to its end
 
 	stderrTail tail
 	calls      atomic.Int64
@@ -140,6 +141,7 @@ func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Gr
 		dead:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		stdoutEOF: make(chan struct{}),
+		stderrEOF: make(chan struct{}),
 	}
 	go s.readStdout()
 	go s.readStderr(stderrRate)
@@ -352,6 +354,7 @@ func (t *tail) String() string {
 }
 
 func (s *Session) readStderr(perSecond int) {
+	defer close(s.stderrEOF)
 	r := bufio.NewReaderSize(s.proc.Stderr, 8<<10)
 	lim := rate.NewLimiter(rate.Limit(perSecond), 2*perSecond)
 	suppressed := 0
@@ -659,6 +662,26 @@ func (s *Session) legacyStream() *stream {
 }
 
 // goneMessage explains why requests of an ended session fail.
+// goneMessageAfterExit is goneMessage once the child is gone and its
+// stderr read (waiting up to 2 s): what a server that died at start said.
+func (s *Session) goneMessageAfterExit() string {
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case <-s.dead:
+	case <-t.C:
+	}
+	// Its stderr ends with it, or, when something of its group (the
+	// supervisor) holds the pipe, once Stop has closed it.
+	select {
+	case <-s.stderrEOF:
+	case <-s.stopped:
+		<-s.stderrEOF
+	case <-t.C:
+	}
+	return s.goneMessage()
+}
+
 func (s *Session) goneMessage() string {
 	msg := s.EndReason()
 	if t := s.stderrTail.String(); t != "" {

@@ -141,15 +141,16 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 		kind: kindRequest, id: "s:" + reqID, method: "initialize",
 	}
 	if _, err := s.register(st, []message{m}); err != nil {
-		return nil, nil, err
+		// The server exited at once: what it said on stderr is the
+		// reason, once it is read.
+		return nil, nil, errors.New(s.goneMessageAfterExit())
 	}
 	defer s.detach(st, "")
 	if err := s.write(m.raw); err != nil {
-		// The server exited before reading: what it said on stderr is
-		// the reason, once it is read.
+		// The server exited before reading.
 		select {
 		case <-s.dead:
-			return nil, nil, errors.New(s.goneMessage())
+			return nil, nil, errors.New(s.goneMessageAfterExit())
 		case <-time.After(2 * time.Second):
 		}
 		s.end("initialize: " + err.Error())
@@ -178,7 +179,7 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 		}
 		return s, resp.Result, nil
 	case <-s.dead:
-		return nil, nil, errors.New(s.goneMessage())
+		return nil, nil, errors.New(s.goneMessageAfterExit())
 	case <-timer.C:
 		s.end("initialize not answered")
 		return nil, nil, fmt.Errorf("the MCP server did not answer initialize within %s", b.opts.StartTimeout)

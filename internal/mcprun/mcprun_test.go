@@ -152,3 +152,17 @@ func TestHealthCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestFailingServerStderrEveryTime: a server that writes its reason and
+// exits at once is reported with it on every try, however fast it dies
+// (it used to lose the race now and then: "session ended").
+func TestFailingServerStderrEveryTime(t *testing.T) {
+	for i := range 10 {
+		_, err := Start(context.Background(), slog.New(slog.DiscardHandler), Options{Servers: []mcpconfig.Server{{
+			Name: "broken", Transport: "stdio", Command: "sh", Args: []string{"-c", "echo 'broken: cannot reach the database' >&2; exit 3"},
+		}}, StartTimeout: 5 * time.Second})
+		if err == nil || !strings.Contains(err.Error(), "broken: cannot reach the database") {
+			t.Fatalf("try %d: err = %v, want the server's stderr", i, err)
+		}
+	}
+}

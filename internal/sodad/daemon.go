@@ -17,6 +17,7 @@ import (
 	"github.com/godbus/dbus/v5/prop"
 
 	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/polkit"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
@@ -72,6 +73,10 @@ type Config struct {
 	// Stored is what the store passed at this start (systemd.StoredFiles):
 	// the predecessor's sandboxes, adopted by Run.
 	Stored map[string][]*os.File
+	// MetricsTextfile, when set, is where the Prometheus metrics of the
+	// sandboxes are written every 15 s, for node_exporter's textfile
+	// collector (sodad --metrics-textfile; metrics.TextfileDir).
+	MetricsTextfile string
 	// RestartPending says, when sodad is told to stop, whether it is
 	// being restarted: then the live sandboxes are handed to the
 	// successor instead of ended (nil: always ended).
@@ -116,6 +121,7 @@ func (c *Config) fill() error {
 // Daemon is a running sodad.
 type Daemon struct {
 	cfg     Config
+	metrics *metrics.Sandboxes // nil: off
 	log     *slog.Logger
 	journal *slog.Logger
 	conn    *dbus.Conn
@@ -155,6 +161,19 @@ func Run(ctx context.Context, cfg Config) error {
 
 	d := &Daemon{cfg: cfg, log: log, journal: cfg.Journal, store: store, homes: homes, boxes: map[string]*box{}}
 	d.touch()
+	if cfg.MetricsTextfile != "" {
+		reg := metrics.NewRegistry("sodad", version.Version)
+		d.metrics = metrics.NewSandboxes(reg)
+		if err := os.MkdirAll(filepath.Dir(cfg.MetricsTextfile), 0o755); err != nil {
+			return fmt.Errorf("metrics textfile: %w", err)
+		}
+		stop, done := make(chan struct{}), make(chan struct{})
+		defer func() { close(stop); <-done }()
+		go func() {
+			defer close(done)
+			reg.TextfileLoop(cfg.MetricsTextfile, 15*time.Second, stop, func(err error) { log.Warn("metrics textfile", "path", cfg.MetricsTextfile, "err", err) })
+		}()
+	}
 	engine, err := sandbox.New(sandbox.Config{
 		InitPath:   cfg.InitPath,
 		Privileged: true,
@@ -365,4 +384,22 @@ func (d *Daemon) onAudit(r sandbox.Record) {
 	}
 	b.audit.add(r)
 	b.alog.Write(r)
+	switch m := d.metrics; r.Event {
+	case "start":
+		m.Started(r.Sandbox, r.Time)
+	case "ready":
+		m.Ready(r.Sandbox, r.Time)
+	case "refused":
+		if b.running() == nil { // did not start (not the repository guard's refusals)
+			m.Refused(r.Sandbox)
+		}
+	case "egress":
+		if r.Egress != nil {
+			m.Egress(r.Egress.Kind, r.Egress.Decision, r.Egress.Reason)
+		}
+	case "exit":
+		if r.Exit != nil {
+			m.Exited(r.Sandbox, r.Exit.Code, r.Exit.Signal, r.Exit.TimedOut, r.Exit.MemoryKills, r.Exit.TasksRefused)
+		}
+	}
 }
