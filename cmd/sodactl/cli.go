@@ -31,6 +31,9 @@ Commands:
   sandbox list|status ID|kill ID|grant ID TARGET|revoke ID TARGET|audit ID|profiles
         Operate the sandboxes of sodad, soda's supervisor
         ('sodactl sandbox --help').
+  top [--once] [--interval DURATION]
+        A live view of every soda daemon's metrics: sessions, calls/s,
+        p99, refusals; sandboxes and their egress ('sodactl top --help').
   mcp list
         List the configured and the running MCP servers with their
         units' state.
@@ -220,10 +223,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return &ranCommand{code: code, err: err}
 	case "sandbox":
 		return sandboxCommand(rest[1:], stdout, stderr)
+	case "top":
+		return topCommand(opts, rest[1:], stdout)
 	case "help":
 		return &helpRequest{rootUsage}
 	default:
-		return usagef("sodactl", "unknown command %q (known: mcp, run, sandbox)", rest[0])
+		return usagef("sodactl", "unknown command %q (known: mcp, run, sandbox, top)", rest[0])
 	}
 }
 
