@@ -161,7 +161,6 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// not apply there and Host may be anything (curl sends "localhost").
 	gc, _ := r.Context().Value(connKey{}).(*gatedConn)
 	if gc != nil && gc.headers.tooLarge() {
-		f.opts.Metrics.LimitHit("headers")
 		f.log.Warn("limit hit", logevent.LimitHit, "limit", "headers", "max_bytes", f.opts.MaxHeaderBytes, "remote", r.RemoteAddr)
 		deny(w, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request line and headers exceed %d bytes", f.opts.MaxHeaderBytes))
 		return

@@ -186,6 +186,7 @@ type gatedConn struct {
 	authed  atomic.Bool   // authenticate succeeded
 	once    sync.Once
 	headers headerScan
+	counted bool // this request's header limit hit is counted (Read's goroutine)
 }
 
 // Read reads from the connection and measures the request headers.
@@ -195,6 +196,14 @@ func (c *gatedConn) Read(p []byte) (int, error) {
 		c.headers.next() // net/http's background read (headerScan.next)
 	}
 	c.headers.feed(p[:n])
+	// Counted here: net/http answers 431 itself when the headers exceed
+	// its own bound, before ServeHTTP sees the request.
+	if over := c.headers.tooLarge(); over && !c.counted {
+		c.counted = true
+		c.g.m.LimitHit("headers")
+	} else if !over {
+		c.counted = false
+	}
 	return n, err
 }
 

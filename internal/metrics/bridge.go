@@ -166,13 +166,13 @@ func newHTTP(f factory) *HTTP {
 	}
 }
 
-// NewHTTP registers the listener metrics of daemon name alone (a daemon
-// without a bridge).
-func NewHTTP(r *Registry, labels prometheus.Labels) *HTTP {
+// NewHTTP registers the listener metrics of server alone (a daemon
+// without a bridge: soda-validated).
+func NewHTTP(r *Registry, server string) *HTTP {
 	if r == nil {
 		return nil
 	}
-	return newHTTP(factory{r.reg, labels})
+	return newHTTP(factory{r.reg, prometheus.Labels{"server": server}})
 }
 
 // Refused counts a refused request.

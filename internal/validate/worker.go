@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/session"
 )
 
@@ -28,6 +29,7 @@ var (
 
 // Worker runs one kind's validator, one call at a time.
 type Worker struct {
+	metrics   *metrics.Validator // nil: off
 	kind      *Kind
 	backend   session.Backend
 	log       *slog.Logger
@@ -118,6 +120,9 @@ func (w *Worker) Poisoned() string {
 	return w.poisoned
 }
 
+// SetMetrics makes the worker record its calls (before the first one).
+func (w *Worker) SetMetrics(m *metrics.Validator) { w.metrics = m }
+
 // Kind returns the worker's kind.
 func (w *Worker) Kind() *Kind { return w.kind }
 
@@ -131,6 +136,7 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		return nil, err
 	}
 	if !w.mu.TryLock() {
+		w.metrics.Busy()
 		return nil, ErrBusy
 	}
 	defer w.mu.Unlock()
@@ -145,6 +151,7 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	defer func() {
 		v.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 		v.Attestation = statement(v, k)
+		w.metrics.Done(v.Status, time.Since(start))
 	}()
 	if id := statID(k.Command[0]); id != w.binStat || id == (binID{}) {
 		if d, err := fileDigest(k.Command[0]); err == nil && d == w.validator {
@@ -179,6 +186,7 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		if err := box.Close(cctx); err != nil {
 			v.Cleanup = "failed: " + err.Error()
 			w.poisoned = err.Error()
+			w.metrics.CleanupFailed()
 			if w.owner != nil {
 				if perr := w.owner.Poison(err.Error()); perr != nil {
 					w.log.Error("record the poisoning", "err", perr)

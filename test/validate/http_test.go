@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/soda-project/soda/test/testkit"
 )
@@ -163,6 +165,50 @@ func TestHTTP(t *testing.T) {
 	}
 	for _, s := range extra {
 		s.Close()
+	}
+
+	// GET /metrics: 401 without the token; with it, what happened above.
+	if got := do("GET", "/metrics", nil, nil); got != 401 {
+		t.Errorf("GET /metrics without the token: %d, want 401", got)
+	}
+	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	value := func(name, label, val string) float64 {
+		for _, m := range fams[name].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == val {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	for _, c := range []struct {
+		name, label, val string
+		want             float64
+	}{
+		{"soda_validate_calls_total", "status", "invalid", 1},
+		{"soda_http_refused_total", "reason", "auth", 4}, // the three above and the scrape without a token
+		{"soda_http_refused_total", "reason", "host", 2},
+		{"soda_http_refused_total", "reason", "origin", 1},
+		{"soda_limit_hits_total", "limit", "headers", 1},
+	} {
+		if got := value(c.name, c.label, c.val); got != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.val, got, c.want)
+		}
+	}
+	if h := fams["soda_validate_call_duration_seconds"].GetMetric(); len(h) != 1 || h[0].GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("soda_validate_call_duration_seconds: %v, want one observation", h)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/session"
 	"github.com/soda-project/soda/internal/validate"
 	"github.com/soda-project/soda/internal/version"
@@ -148,7 +149,10 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", o.transport, "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
 	server, calls := validate.NewServerCalls(w, version.Version)
 	if o.transport == "http" {
-		return serveHTTP(ctx, log, server, calls, w, o.listen, o.tokenFile)
+		// GET /metrics behind the worker's token (soda(7), METRICS).
+		reg := metrics.NewRegistry("soda-validated", version.Version)
+		w.SetMetrics(metrics.NewValidator(reg, k.Name))
+		return serveHTTP(ctx, log, server, calls, w, o.listen, o.tokenFile, reg)
 	}
 	err = server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}})
 	if err != nil && ctx.Err() == nil && err != io.EOF {

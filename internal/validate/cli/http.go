@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/soda-project/soda/internal/httpfront"
+	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/token"
 	"github.com/soda-project/soda/internal/validate"
@@ -35,7 +36,7 @@ const (
 // (socket activation) or on listen, behind the token of tokenFile (made
 // on the first start), until ctx ends; ready is closed once recovery is
 // done (before it, and while the worker is poisoned, /ready is 503).
-func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls *validate.Calls, w *validate.Worker, listen, tokenFile string) error {
+func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls *validate.Calls, w *validate.Worker, listen, tokenFile string, reg *metrics.Registry) error {
 	tok, err := token.Ensure(tokenFile)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
@@ -103,7 +104,8 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	front := httpfront.New(log, httpfront.Options{Name: "validate-" + w.Kind().Name, Token: tok, MaxConnections: maxConnections,
-		MaxHeaderBytes: maxHeaderBytes, ReadTimeout: readTimeout, RefuseOrigin: true, ExactHost: true}, mux)
+		MaxHeaderBytes: maxHeaderBytes, ReadTimeout: readTimeout, RefuseOrigin: true, ExactHost: true,
+		Metrics: metrics.NewHTTP(reg, "validate-"+w.Kind().Name), MetricsHandler: reg.Handler()}, mux)
 	// /ready: 503 while draining or while clean-up is uncertain.
 	go func() {
 		t := time.NewTicker(500 * time.Millisecond)
