@@ -23,7 +23,7 @@ func NewValidator(r *Registry, kind string) *Validator {
 	}
 	f := factory{r.reg, prometheus.Labels{"kind": kind}}
 	v := &Validator{
-		calls: f.counterVec("validate_calls_total", "Validation calls that ran, by status: the verdict (valid, invalid) or why there is none (deadline, crashed, malformed-output, failed, cancelled).", "status"),
+		calls:        f.counterVec("validate_calls_total", "Validation calls that ran, by status: the verdict (valid, invalid) or why there is none (deadline, crashed, malformed-output, failed, cancelled).", "status"),
 		busy:         f.counter("validate_busy_total", "Calls refused because another one ran (there is no queue)."),
 		cleanupFails: f.counter("validate_cleanup_failures_total", "Sandboxes whose clean-up failed (the worker is then poisoned until restarted)."),
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/metrics"
+	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/session"
 	"github.com/soda-project/soda/internal/validate"
 	"github.com/soda-project/soda/internal/version"
