@@ -35,7 +35,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.MaxPerUser, "max-per-user", sodad.DefaultMaxPerUser, "live sandboxes per user at most")
 	handOver := fs.Bool("hand-over", true, "keep the live sandboxes across a restart of sodad (systemd's file descriptor store)")
 	verbose := fs.Bool("verbose", false, "log debug lines (each polkit check's time)")
-	textfile := fs.Bool("metrics-textfile", false, "write Prometheus metrics to "+metrics.TextfilePath(metrics.TextfileDir, "sodad")+" every 15 s (node_exporter's textfile collector)")
+	textfile := fs.Bool("metrics-textfile", false, "write Prometheus metrics to "+metrics.TextfilePath(metrics.TextfileDir, "sodad")+" every 5 s (node_exporter's textfile collector)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -110,7 +110,7 @@ type Bridge struct {
 	// Metrics serves GET /metrics (Prometheus) on the listener, behind
 	// the same token.
 	Metrics bool
-	// MetricsTextfile writes the metrics every 15 s to
+	// MetricsTextfile writes the metrics every 5 s to
 	// /run/soda/metrics/NAME.prom for node_exporter's textfile collector.
 	MetricsTextfile bool
 }

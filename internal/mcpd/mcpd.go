@@ -359,7 +359,7 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 				return
 			}
 			path := metrics.TextfilePath(metrics.TextfileDir, "soda-mcp@"+cfg.Name)
-			reg.TextfileLoop(path, 15*time.Second, stopText, func(err error) { log.Warn("metrics textfile", "path", path, "err", err) })
+			reg.TextfileLoop(path, metrics.TextfileInterval, stopText, func(err error) { log.Warn("metrics textfile", "path", path, "err", err) })
 		}()
 	}
 	go bridge.Run(runCtx)

@@ -80,6 +80,9 @@ func (r *Registry) TextfileLoop(path string, interval time.Duration, stop <-chan
 	}
 }
 
+// TextfileInterval is how often the daemons rewrite their textfiles.
+const TextfileInterval = 5 * time.Second
+
 // TextfileDir is where the daemons write their textfiles when asked to
 // (soda-mcpd --metrics-textfile, sodad --metrics-textfile): point
 // node_exporter's --collector.textfile.directory at it.

@@ -74,7 +74,7 @@ type Config struct {
 	// the predecessor's sandboxes, adopted by Run.
 	Stored map[string][]*os.File
 	// MetricsTextfile, when set, is where the Prometheus metrics of the
-	// sandboxes are written every 15 s, for node_exporter's textfile
+	// sandboxes are written every 5 s, for node_exporter's textfile
 	// collector (sodad --metrics-textfile; metrics.TextfileDir).
 	MetricsTextfile string
 	// RestartPending says, when sodad is told to stop, whether it is
@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer func() { close(stop); <-done }()
 		go func() {
 			defer close(done)
-			reg.TextfileLoop(cfg.MetricsTextfile, 15*time.Second, stop, func(err error) { log.Warn("metrics textfile", "path", cfg.MetricsTextfile, "err", err) })
+			reg.TextfileLoop(cfg.MetricsTextfile, metrics.TextfileInterval, stop, func(err error) { log.Warn("metrics textfile", "path", cfg.MetricsTextfile, "err", err) })
 		}()
 	}
 	engine, err := sandbox.New(sandbox.Config{

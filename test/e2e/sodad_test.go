@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/internal/metrics"
 )
 
 // TestSodad drives sodad as installed on a host, in a systemd box: the unit,
@@ -81,7 +83,8 @@ install -m 0644 $A/io.github.soda_project.Soda1.conf /usr/share/dbus-1/system.d/
 install -D -m 0644 $A/io.github.soda_project.Soda1.service /usr/share/dbus-1/system-services/io.github.soda_project.Soda1.service
 install -D -m 0644 $A/50-soda-example.rules /etc/polkit-1/rules.d/50-soda.rules
 mkdir -p /etc/systemd/system/sodad.service.d
-printf '[Service]\nWatchdogSec=3s\nExecStart=\nExecStart=/usr/bin/sodad --idle-exit 5m --verbose --linger 10m\n' > /etc/systemd/system/sodad.service.d/test.conf
+printf '[Service]\nWatchdogSec=3s\nExecStart=\nExecStart=/usr/bin/sodad --idle-exit 5m --verbose --linger 10m --metrics-textfile\n' > /etc/systemd/system/sodad.service.d/test.conf
+mkdir -p /run/soda/metrics
 systemctl daemon-reload
 busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig
 systemctl restart polkit.service
@@ -167,6 +170,7 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	}
 
 	perRunMCP(t, b, as, art)
+	sodadMetrics(t, b, as)
 
 	// 2. Identity claims in arguments are refused.
 	if r := as("alice", call, "-claim-owner", "0", "--", "true"); r.err == nil || !strings.Contains(r.stderr, "InvalidArgs") {
@@ -702,5 +706,59 @@ cat .mcp.json; env | grep -c perrun-s3cre[t]; grep -rl perrun-s3cre[t] "$HOME" /
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// sodadMetrics: sodad --metrics-textfile writes its sandboxes' metrics
+// for node_exporter, and sodactl top --once shows them (issue 16). A
+// sandbox of the dev profile tries a target it is not granted; the
+// counters move as that says.
+func sodadMetrics(t *testing.T, b *box, as func(string, ...string) result) {
+	t.Helper()
+	const file = "/run/soda/metrics/sodad.prom"
+	read := func() string { return b.run("cat", file).stdout }
+	metric := func(text, name string) float64 {
+		var total float64
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, name+" ") || strings.HasPrefix(l, name+"{") {
+				var v float64
+				fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &v)
+				total += v
+			}
+		}
+		return total
+	}
+	before := read()
+	started, denied := metric(before, "soda_sandboxes_started_total"), metric(before, "soda_sandbox_egress_total{decision=\"deny\"")
+	if !strings.Contains(before, "soda_build_info{daemon=\"sodad\"") {
+		t.Fatalf("%s: no metrics from sodad:\n%s", file, before)
+	}
+	r := as("alice", "sh", "-c", "cd / && /usr/bin/sodactl run --profile dev -- sh -c 'curl -s -m 5 https://denied.example.com/ >/dev/null; true' </dev/null")
+	if r.err != nil {
+		t.Fatalf("a sandbox trying a target it is not granted:\n%s", r)
+	}
+	deadline := time.Now().Add(3 * metrics.TextfileInterval)
+	var after string
+	for {
+		after = read()
+		if metric(after, "soda_sandboxes_started_total") >= started+1 && metric(after, "soda_sandbox_egress_total{decision=\"deny\"") >= denied+1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got := metric(after, "soda_sandboxes_started_total"); got < started+1 {
+		t.Errorf("soda_sandboxes_started_total %v, want at least %v:\n%s", got, started+1, after)
+	}
+	if !strings.Contains(after, `soda_sandbox_egress_total{decision="deny",kind="connect",reason="not_allowed"}`) {
+		t.Errorf("no denied connect counted as not_allowed:\n%s", after)
+	}
+	if strings.Contains(after, "denied.example.com") {
+		t.Errorf("a host name in the metrics' labels:\n%s", after)
+	}
+	r = as("", "/usr/bin/sodactl", "top", "--once", "--interval", "300ms")
+	if r.err != nil || !regexp.MustCompile(`(?m)^sodad +\d+ +\d+ +[1-9]\d*$`).MatchString(r.stdout) {
+		t.Errorf("sodactl top --once: want sodad's row with its denied egress:\n%s", r)
+	} else {
+		t.Logf("sodactl top --once:\n%s", r.stdout)
 	}
 }
