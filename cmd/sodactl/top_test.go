@@ -27,7 +27,7 @@ import (
 
 // TestTopOnce runs sodactl top --once against a live soda-mcpd (mcpecho
 // children) while a real MCP client (go-sdk) holds two sessions and calls,
-// and a sandbox daemon's textfile: the screen shows the sessions, the
+// and a sandbox daemon's and a validation worker's textfiles: the screen shows the sessions, the
 // children and the calls that GET /metrics reports, the sandboxes and their
 // egress, in 80 columns.
 func TestTopOnce(t *testing.T) {
@@ -105,6 +105,17 @@ func TestTopOnce(t *testing.T) {
 	if err := reg.WriteTextfile(metrics.TextfilePath(textDir, "sodad")); err != nil {
 		t.Fatal(err)
 	}
+	// And a validation worker's (soda-validated --metrics-textfile).
+	vreg := metrics.NewRegistry("soda-validated", "test")
+	vm := metrics.NewValidator(vreg, "sh")
+	vm.Done("valid", time.Second)
+	vm.Done("invalid", time.Second)
+	vm.Done("invalid", time.Second)
+	vm.Done("deadline", time.Minute)
+	vm.Busy()
+	if err := vreg.WriteTextfile(metrics.TextfilePath(textDir, "soda-validate@sh")); err != nil {
+		t.Fatal(err)
+	}
 
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"top", "--runtime-dir", runDir, "--textfile-dir", textDir, "--once", "--interval", "300ms"}, &stdout, &stderr); code != 0 {
@@ -126,6 +137,9 @@ func TestTopOnce(t *testing.T) {
 	want := fmt.Sprintf(`(?m)^topt +%d +%d +0\.0 +- +0 +%d$`, int(m["soda_mcp_sessions"]), int(m["soda_mcp_children"]), int(m["soda_mcp_calls_total"]))
 	if !regexp.MustCompile(want).MatchString(out) {
 		t.Errorf("the server's row: want %s:\n%s", want, out)
+	}
+	if !regexp.MustCompile(`(?m)^soda-validate@sh +1 +2 +1 +1 +0$`).MatchString(out) {
+		t.Errorf("the validator's row: want 1 valid, 2 invalid, 1 without verdict, 1 busy:\n%s", out)
 	}
 	if !regexp.MustCompile(`(?m)^sodad +1 +1 +2$`).MatchString(out) {
 		t.Errorf("the sandboxes row: want sodad 1 live, 1 allowed, 2 denied:\n%s", out)

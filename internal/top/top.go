@@ -200,6 +200,9 @@ type Row struct {
 	RefusedTotal, CallsTotal    float64
 	Err                         string
 	MCP, HasSandboxes           bool // what the source exports
+	Validator                   bool
+	Valid, Invalid, NoVerdict   float64 // validation calls, totals
+	Busy, CleanupFailures       float64
 	Sandboxes                   float64
 	EgressAllowed, EgressDenied float64 // totals
 }
@@ -229,6 +232,10 @@ func Rows(prev, cur Sample) []Row {
 			r.Refused = r.RefusedTotal - pf.Sum("soda_http_refused_total", "", "") - pf.Sum("soda_mcp_sessions_refused_total", "", "")
 		}
 		r.P99 = Quantile(0.99, pf, f, "soda_mcp_call_duration_seconds")
+		r.Validator = f.Has("soda_validate_busy_total")
+		r.Valid, r.Invalid = f.Sum("soda_validate_calls_total", "status", "valid"), f.Sum("soda_validate_calls_total", "status", "invalid")
+		r.NoVerdict = f.Sum("soda_validate_calls_total", "", "") - r.Valid - r.Invalid
+		r.Busy, r.CleanupFailures = f.Sum("soda_validate_busy_total", "", ""), f.Sum("soda_validate_cleanup_failures_total", "", "")
 		r.Sandboxes = f.Sum("soda_sandboxes", "", "")
 		r.EgressAllowed = f.Sum("soda_sandbox_egress_total", "decision", "allow")
 		r.EgressDenied = f.Sum("soda_sandbox_egress_total", "decision", "deny")
@@ -274,6 +281,17 @@ func Render(w io.Writer, rows []Row, at time.Time, interval time.Duration) {
 	}
 	if !anySb {
 		fmt.Fprintf(w, "(no sandbox metrics: start sodad with --metrics-textfile)\n")
+	}
+	first := true
+	for _, r := range rows {
+		if r.Err != "" || !r.Validator {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\n%-24s %8s %8s %10s %8s %9s\n", "VALIDATOR", "VALID", "INVALID", "NO VERDICT", "BUSY", "CLEAN-UP!")
+			first = false
+		}
+		fmt.Fprintf(w, "%-24s %8.0f %8.0f %10.0f %8.0f %9.0f\n", cut(r.Name, 24), r.Valid, r.Invalid, r.NoVerdict, r.Busy, r.CleanupFailures)
 	}
 }
 

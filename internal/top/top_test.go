@@ -62,9 +62,13 @@ func TestQuantile(t *testing.T) {
 func TestRenderWidth(t *testing.T) {
 	rows := []Row{{Name: strings.Repeat("a-very-long-server-name", 3), MCP: true, Sessions: 12345678, Children: 8, CallsPerSec: 123456.7, P99: 2.5, Refused: 99999999, CallsTotal: 1e11},
 		{Name: "gone", Err: strings.Repeat("cannot read its token ", 10)},
-		{Name: "sodad", HasSandboxes: true, Sandboxes: 3, EgressAllowed: 1e9, EgressDenied: 1e9}}
+		{Name: "sodad", HasSandboxes: true, Sandboxes: 3, EgressAllowed: 1e9, EgressDenied: 1e9},
+		{Name: "soda-validate@shellcheck-and-more", Validator: true, Valid: 1e9, Invalid: 1e9, NoVerdict: 1e9, Busy: 1e9, CleanupFailures: 1}}
 	var b strings.Builder
 	Render(&b, rows, time.Now(), 2*time.Second)
+	if !strings.Contains(b.String(), "VALIDATOR") {
+		t.Errorf("no validator section:\n%s", b.String())
+	}
 	for _, l := range strings.Split(b.String(), "\n") {
 		if n := len([]rune(l)); n > 80 {
 			t.Errorf("%d columns: %q", n, l)

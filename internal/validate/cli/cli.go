@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -41,6 +42,9 @@ Options:
                            on the first start)
   --allow-degraded LAYERS  run without these sandbox layers where the host
                            lacks them (e.g. cgroup: then no limits)
+  --metrics-textfile       also write the Prometheus metrics every 5 s to
+                           /run/soda/metrics/soda-validate@KIND.prom (for
+                           node_exporter's textfile collector)
   -v, --verbose            log debug lines
   --version                print the version
 `
@@ -57,6 +61,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "")
 	tokenFile := fs.String("token-file", "", "")
 	degraded := fs.String("allow-degraded", "", "")
+	textfile := fs.Bool("metrics-textfile", false, "")
 	verbose := fs.Bool("verbose", false, "")
 	fs.BoolVar(verbose, "v", false, "")
 	showVersion := fs.Bool("version", false, "")
@@ -81,7 +86,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o := opts{kind: fs.Arg(0), dir: *dir, stateDir: *stateDir, degraded: *degraded, reconcile: *reconcile,
-		transport: *transport, listen: *listen, tokenFile: *tokenFile}
+		transport: *transport, listen: *listen, tokenFile: *tokenFile, textfile: *textfile}
 	if o.tokenFile == "" {
 		o.tokenFile = filepath.Join(o.stateDir, o.kind, "token")
 	}
@@ -96,7 +101,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // opts are the command line's choices.
 type opts struct {
 	kind, dir, stateDir, degraded, transport, listen, tokenFile string
-	reconcile                                                   bool
+	reconcile, textfile                                         bool
 }
 
 func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
@@ -148,10 +153,26 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	defer stop()
 	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", o.transport, "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
 	server, calls := validate.NewServerCalls(w, version.Version)
-	if o.transport == "http" {
-		// GET /metrics behind the worker's token (soda(7), METRICS).
-		reg := metrics.NewRegistry("soda-validated", version.Version)
+	// GET /metrics behind the worker's token over HTTP, and a textfile
+	// when asked (soda(7), METRICS).
+	var reg *metrics.Registry
+	if o.transport == "http" || o.textfile {
+		reg = metrics.NewRegistry("soda-validated", version.Version)
 		w.SetMetrics(metrics.NewValidator(reg, k.Name))
+	}
+	if o.textfile {
+		path := metrics.TextfilePath(metrics.TextfileDir, "soda-validate@"+k.Name)
+		if err := os.MkdirAll(metrics.TextfileDir, 0o755); err != nil {
+			return fmt.Errorf("--metrics-textfile: %w", err)
+		}
+		stopText, textDone := make(chan struct{}), make(chan struct{})
+		defer func() { close(stopText); <-textDone }()
+		go func() {
+			defer close(textDone)
+			reg.TextfileLoop(path, metrics.TextfileInterval, stopText, func(err error) { log.Warn("metrics textfile", "path", path, "err", err) })
+		}()
+	}
+	if o.transport == "http" {
 		return serveHTTP(ctx, log, server, calls, w, o.listen, o.tokenFile, reg)
 	}
 	err = server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}})
