@@ -164,6 +164,11 @@ func (sb *Sandbox) Handover() (HandoverState, map[string]*os.File, error) {
 			continue
 		}
 		d, err := dupFile(f, name)
+		if name == HandoverStatus && errors.Is(err, os.ErrClosed) {
+			// Its reader closed it between the check above and here:
+			// it ended (waitReady closes the pipe, then statusDone).
+			continue
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -198,6 +203,11 @@ func dupFile(f *os.File, name string) (*os.File, error) {
 	dup := -1
 	var derr error
 	if err := rc.Control(func(fd uintptr) { dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		// A file closed under it gives internal/poll's ErrFileClosing,
+		// which os does not wrap as os.ErrClosed here.
+		if strings.Contains(err.Error(), "use of closed file") {
+			err = os.ErrClosed
+		}
 		return nil, fmt.Errorf("copy %s: %w", name, err)
 	}
 	if derr != nil {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,5 +168,19 @@ func TestPidStart(t *testing.T) {
 	}
 	if _, err := pidStart(1 << 30); err == nil {
 		t.Errorf("pidStart of no process: no error")
+	}
+}
+
+// TestDupClosedFile: copying a file its reader has just closed says so
+// (os.ErrClosed), which Handover takes as a status pipe that ended.
+func TestDupClosedFile(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r.Close()
+	if _, err := dupFile(r, HandoverStatus); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("dupFile of a closed file: %v, want os.ErrClosed", err)
 	}
 }
