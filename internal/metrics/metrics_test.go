@@ -46,7 +46,7 @@ func TestNilIsOff(t *testing.T) {
 	var s *Sandboxes
 	s.Started("a", time.Now())
 	s.Egress("connect", "deny", "x")
-	s.Exited("a", 0, "", false, 0, 0)
+	s.Exited("a", 0, "", false, 0, 0, 0)
 	if NewBridge(nil, "x", nil) != nil || NewSandboxes(nil) != nil {
 		t.Error("a nil registry makes recorders")
 	}
@@ -62,7 +62,7 @@ func TestSandboxes(t *testing.T) {
 	s.Egress("connect", "allow", "connected")
 	s.Egress("connect", "deny", "not in allow list")
 	s.Egress("connect", "deny", "resolve x.example: no such host")
-	s.Exited("a", 0, "", false, 2, 0)
+	s.Exited("a", 0, "", false, 2, 0, 0)
 	s.Refused("b")
 	want := `
 # HELP soda_sandbox_egress_total Egress attempts from sandboxes, by kind (connect, mcp, dns), decision (allow, deny) and reason (the denial's class, empty when allowed).
@@ -70,7 +70,7 @@ func TestSandboxes(t *testing.T) {
 soda_sandbox_egress_total{decision="allow",kind="connect",reason=""} 1
 soda_sandbox_egress_total{decision="deny",kind="connect",reason="not_allowed"} 1
 soda_sandbox_egress_total{decision="deny",kind="connect",reason="resolve"} 1
-# HELP soda_sandbox_limit_hits_total Sandbox limits hit, by limit: memory (a process killed), tasks (a fork refused), timeout.
+# HELP soda_sandbox_limit_hits_total Sandbox limits hit, by limit: memory (a process killed), tasks (a fork refused), cpu (a period throttled by the CPU quota), timeout.
 # TYPE soda_sandbox_limit_hits_total counter
 soda_sandbox_limit_hits_total{limit="memory"} 2
 # HELP soda_sandboxes Sandboxes running now.

@@ -40,7 +40,7 @@ func NewSandboxes(r *Registry) *Sandboxes {
 		exited: f.counterVec("sandboxes_exited_total", "Sandboxes ended, by result: success, exit-code, signal, timeout.", "result"),
 		egress: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "sandbox_egress_total",
 			Help: "Egress attempts from sandboxes, by kind (connect, mcp, dns), decision (allow, deny) and reason (the denial's class, empty when allowed)."}, []string{"kind", "decision", "reason"}),
-		limits: f.counterVec("sandbox_limit_hits_total", "Sandbox limits hit, by limit: memory (a process killed), tasks (a fork refused), timeout.", "limit"),
+		limits: f.counterVec("sandbox_limit_hits_total", "Sandbox limits hit, by limit: memory (a process killed), tasks (a fork refused), cpu (a period throttled by the CPU quota), timeout.", "limit"),
 		starts: map[string]time.Time{},
 	}
 	r.reg.MustRegister(s.egress)
@@ -87,8 +87,10 @@ func (s *Sandboxes) Refused(id string) {
 	s.mu.Unlock()
 }
 
-// Exited counts sandbox id's end and the limits it hit.
-func (s *Sandboxes) Exited(id string, code int, signal string, timedOut bool, memoryKills, tasksRefused uint64) {
+// Exited counts sandbox id's end and the limits it hit: processes the
+// memory limit killed, forks the task limit refused, periods the CPU
+// quota throttled.
+func (s *Sandboxes) Exited(id string, code int, signal string, timedOut bool, memoryKills, tasksRefused, cpuThrottled uint64) {
 	if s == nil {
 		return
 	}
@@ -111,6 +113,9 @@ func (s *Sandboxes) Exited(id string, code int, signal string, timedOut bool, me
 	}
 	if tasksRefused > 0 {
 		s.limits.WithLabelValues("tasks").Add(float64(tasksRefused))
+	}
+	if cpuThrottled > 0 {
+		s.limits.WithLabelValues("cpu").Add(float64(cpuThrottled))
 	}
 }
 

@@ -50,6 +50,11 @@ func TestLifeSocketEndsSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer life.Close()
+	// As after a handover: the successor's copy reads the report, not this
+	// Wait (which would take it for the limit counters, readLifeExit).
+	hostLife := sb.life
+	defer hostLife.Close()
+	sb.life = nil
 	a := &adoption{pidfd: -1, life: life}
 	if st, err := sb.Wait(ctx); err != nil || st.Code != 7 {
 		t.Fatalf("Wait = %+v, %v", st, err)

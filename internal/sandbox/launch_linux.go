@@ -91,6 +91,9 @@ type ExitStatus struct {
 	// ran (where the host counts them).
 	MemoryKills  uint64 `json:"memory_kills,omitempty"`
 	TasksRefused uint64 `json:"tasks_refused,omitempty"`
+	// CPUThrottled is, for a sandbox's end, how many periods its CPU
+	// quota throttled it (where the host counts them).
+	CPUThrottled uint64 `json:"cpu_throttled,omitempty"`
 }
 
 // Start launches spec's command in a new sandbox. It returns once the
@@ -297,7 +300,32 @@ func lifeSocket() (host, child *os.File, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("life socket: %w", err)
 	}
+	// The host's end is non-blocking, so that reads can have a deadline
+	// (readLifeExit); os.File still blocks reads on it through the poller.
+	if err := unix.SetNonblock(pair[0], true); err != nil {
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		return nil, nil, fmt.Errorf("life socket: %w", err)
+	}
 	return os.NewFile(uintptr(pair[0]), "life-host"), os.NewFile(uintptr(pair[1]), "life-child"), nil
+}
+
+// readLifeExit reads what init wrote on the life socket before it exited
+// (a wire.LifeExit), without waiting: init is gone, so it is there or
+// never will be.
+func readLifeExit(life *os.File) (wire.LifeExit, bool) {
+	var m wire.LifeExit
+	if life == nil {
+		return m, false
+	}
+	_ = life.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	defer life.SetReadDeadline(time.Time{})
+	buf := make([]byte, 512)
+	n, err := life.Read(buf)
+	if err != nil || n == 0 || json.Unmarshal(buf[:n], &m) != nil {
+		return m, false
+	}
+	return m, true
 }
 
 // closeIDMaps ends the idmap namespaces' holders.
@@ -728,6 +756,11 @@ loop:
 		st.Code, st.Signal = sb.adopted.status()
 		werr = nil
 	} else if ps := sb.cmd.ProcessState; ps != nil {
+		// Init's last words on the life socket, written before it
+		// exited: the cgroup's limit counters.
+		if le, ok := readLifeExit(sb.life); ok {
+			st.MemoryKills, st.TasksRefused, st.CPUThrottled = le.OOMKills, le.TasksRefused, le.CPUThrottled
+		}
 		ws := ps.Sys().(syscall.WaitStatus)
 		switch {
 		case ws.Exited():

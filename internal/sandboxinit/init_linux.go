@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -312,7 +313,9 @@ func watchLife(life *os.File) <-chan struct{} {
 // sendExit tells the host init's exit status on the life socket and
 // returns it.
 func sendExit(life *os.File, code int) int {
-	if msg, err := json.Marshal(wire.LifeExit{Code: code}); err == nil {
+	m := wire.LifeExit{Code: code}
+	m.OOMKills, m.TasksRefused, m.CPUThrottled = limitCounters()
+	if msg, err := json.Marshal(m); err == nil {
 		_, _ = life.Write(msg)
 	}
 	return code
@@ -396,3 +399,38 @@ func dropCapabilities() error {
 func degraded(cfg *config, l wire.Layer) bool { return slices.Contains(cfg.Degraded, l) }
 
 func unavailable(cfg *config, l wire.Layer) bool { return slices.Contains(cfg.Unavailable, l) }
+
+// limitCounters reads the sandbox cgroup's limit counters in init's view of
+// /sys/fs/cgroup (mounted rooted at the sandbox's cgroup, mountCgroups):
+// the unified hierarchy's memory.events, pids.events and cpu.stat, or the
+// v1 controllers' (a hybrid host's). A file the host lacks reads 0.
+func limitCounters() (oom, tasks, throttled uint64) {
+	first := func(key string, paths ...string) uint64 {
+		for _, p := range paths {
+			if v, ok := readCounter(p, key); ok {
+				return v
+			}
+		}
+		return 0
+	}
+	const c = "/sys/fs/cgroup/"
+	oom = first("oom_kill", c+"memory.events", c+"unified/memory.events", c+"memory/memory.oom_control")
+	tasks = first("max", c+"pids.events", c+"unified/pids.events", c+"pids/pids.events")
+	throttled = first("nr_throttled", c+"cpu.stat", c+"unified/cpu.stat", c+"cpu/cpu.stat", c+"cpu,cpuacct/cpu.stat")
+	return oom, tasks, throttled
+}
+
+// readCounter reads "key N" from a flat-keyed cgroup file.
+func readCounter(path, key string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == key {
+			v, err := strconv.ParseUint(f[1], 10, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}

@@ -399,7 +399,7 @@ func (d *Daemon) onAudit(r sandbox.Record) {
 		}
 	case "exit":
 		if r.Exit != nil {
-			m.Exited(r.Sandbox, r.Exit.Code, r.Exit.Signal, r.Exit.TimedOut, r.Exit.MemoryKills, r.Exit.TasksRefused)
+			m.Exited(r.Sandbox, r.Exit.Code, r.Exit.Signal, r.Exit.TimedOut, r.Exit.MemoryKills, r.Exit.TasksRefused, r.Exit.CPUThrottled)
 		}
 	}
 }

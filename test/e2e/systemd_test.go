@@ -23,6 +23,7 @@ const (
 	portEcho       = "18102"
 	portHog        = "18103"
 	portSessions   = "18110"
+	portMetered    = "18111"
 )
 
 // figures are the measured numbers, written to test/e2e/results.md.
@@ -139,6 +140,7 @@ func TestSystemd(t *testing.T) {
 		{"q_packaged_sodactl_runs_a_sandbox", e.testPackagedSandbox},
 		{"r_sessions_over_streamable_http", e.testSessionsHTTP},
 		{"s_validate_shellcheck_from_the_package", e.testValidateUnit},
+		{"t_metrics_of_a_unit", e.testMetricsUnit},
 		{"j_remove_package_leaves_nothing", e.testRemove},
 	}
 	for _, s := range steps {
@@ -1076,4 +1078,52 @@ func (e *env) writeResults(t *testing.T) {
 		return
 	}
 	t.Logf("wrote %s", path)
+}
+
+// testMetricsUnit: a socket-activated soda-mcp@ unit from the package,
+// with MetricsTextfile=yes, serves GET /metrics behind its token (401
+// without) and writes /run/soda/metrics/soda-mcp@NAME.prom under the
+// unit's ProtectSystem=strict, readable by any user (node_exporter's);
+// sodactl top --once shows it; the file goes when the unit stops.
+func (e *env) testMetricsUnit(t *testing.T) {
+	b := e.b
+	b.write(t, "/etc/soda/mcp/metered.conf", "[Server]\nExecStart=/usr/local/bin/mcpecho\n\n[Bridge]\nListen=127.0.0.1:"+portMetered+"\nMetricsTextfile=yes\n", "0644")
+	must(t, b.run("systemctl", "daemon-reload"))
+	must(t, b.run("systemctl", "start", "soda-mcp@metered.socket"))
+	defer b.run("systemctl", "stop", "soda-mcp@metered.socket", "soda-mcp@metered.service")
+	url := "http://127.0.0.1:" + portMetered
+	if code := strings.TrimSpace(b.run("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url+"/metrics").stdout); code != "401" {
+		t.Errorf("GET /metrics without the token: %s, want 401", code)
+	}
+	tok := strings.TrimSpace(b.run("sodactl", "mcp", "token", "metered").stdout)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
+	r := b.sh("curl -s -D - -o /dev/null -H 'Authorization: Bearer " + tok + "' -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d '" + init + "' " + url + "/mcp")
+	if !strings.Contains(r.stdout, "200") {
+		t.Fatalf("initialize through soda-mcp@metered: %s", r)
+	}
+	r = b.sh("curl -s -H 'Authorization: Bearer " + tok + "' " + url + "/metrics")
+	for _, want := range []string{`soda_mcp_sessions_opened_total{server="metered"} 1`, `soda_mcp_calls_total{class="initialize",server="metered"} 1`, `soda_http_refused_total{reason="auth",server="metered"} 1`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("GET /metrics lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	const file = "/run/soda/metrics/soda-mcp@metered.prom"
+	deadline := time.Now().Add(10 * time.Second)
+	for b.sh("grep -q 'soda_mcp_sessions_opened_total{server=\"metered\"} 1' "+file).err != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not written with the session:\n%s\n%s", file, b.run("ls", "-la", "/run/soda/metrics").stdout,
+				b.run("journalctl", "-u", "soda-mcp@metered", "--no-pager", "-n", "20").stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if r := b.run("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat", file); r.err != nil {
+		t.Errorf("the textfile is not readable by another user (node_exporter's): %s", r)
+	}
+	if r := b.run("sodactl", "top", "--once", "--interval", "300ms"); r.err != nil || !regexp.MustCompile(`(?m)^metered +\d+ +\d+ `).MatchString(r.stdout) {
+		t.Errorf("sodactl top --once: no row for metered:\n%s", r)
+	}
+	must(t, b.run("systemctl", "stop", "soda-mcp@metered.socket", "soda-mcp@metered.service"))
+	if b.run("test", "-e", file).err == nil {
+		t.Errorf("%s left after the unit stopped", file)
+	}
 }

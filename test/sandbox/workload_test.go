@@ -101,8 +101,27 @@ func TestDevWorkload(t *testing.T) {
 // hog, and nothing the command started survives it.
 func TestResourceLimits(t *testing.T) {
 	e := requireEnv(t)
+	// exitCounter is a limit counter of the audit's exit record, as init
+	// read it from the sandbox cgroup when it ended (the metrics' limit
+	// hits come from it).
+	exitCounter := func(t *testing.T, audit, key string) float64 {
+		t.Helper()
+		for _, rec := range e.auditRecords(t, audit) {
+			if ex, ok := rec["exit"].(map[string]any); ok && rec["event"] == "exit" {
+				v, _ := ex[key].(float64)
+				return v
+			}
+		}
+		t.Fatalf("no exit record in %s", audit)
+		return 0
+	}
 	t.Run("tasks", func(t *testing.T) {
-		r := e.sodactl(execOpts{}, "--tasks", "40", "--", e.probe(), "forkbomb", "200")
+		audit := e.bin + "/limits-tasks.jsonl"
+		e.exec(execOpts{}, "rm", "-f", audit)
+		r := e.sodactl(execOpts{}, "--audit-json", audit, "--tasks", "40", "--", e.probe(), "forkbomb", "200")
+		if n := exitCounter(t, audit, "tasks_refused"); n < 1 {
+			t.Errorf("exit record: tasks_refused %v, want the refused forks counted", n)
+		}
 		var out struct {
 			Started int    `json:"started"`
 			Error   string `json:"error"`
@@ -115,13 +134,23 @@ func TestResourceLimits(t *testing.T) {
 		}
 	})
 	t.Run("memory", func(t *testing.T) {
-		r := e.sodactl(execOpts{}, "--memory", "96M", "--", e.probe(), "memhog", "400")
+		audit := e.bin + "/limits-memory.jsonl"
+		e.exec(execOpts{}, "rm", "-f", audit)
+		r := e.sodactl(execOpts{}, "--audit-json", audit, "--memory", "96M", "--", e.probe(), "memhog", "400")
 		if r.code != 128+9 {
 			t.Errorf("memory hog: exit %d, want 137 (OOM-killed):\n%s", r.code, r)
 		}
+		if n := exitCounter(t, audit, "memory_kills"); n < 1 {
+			t.Errorf("exit record: memory_kills %v, want the OOM kill counted", n)
+		}
 	})
 	t.Run("cpu", func(t *testing.T) {
-		r := e.sodactl(execOpts{}, "--cpu", "50", "--", e.probe(), "cpuburn", "2")
+		audit := e.bin + "/limits-cpu.jsonl"
+		e.exec(execOpts{}, "rm", "-f", audit)
+		r := e.sodactl(execOpts{}, "--audit-json", audit, "--cpu", "50", "--", e.probe(), "cpuburn", "2")
+		if n := exitCounter(t, audit, "cpu_throttled"); n < 1 {
+			t.Errorf("exit record: cpu_throttled %v, want the throttled periods counted", n)
+		}
 		var out struct {
 			CPU  float64 `json:"cpu_seconds"`
 			Wall float64 `json:"wall_seconds"`

@@ -65,6 +65,12 @@ type LifeExit struct {
 	// Code is init's exit status: the command's, 128+N when signal N
 	// killed it.
 	Code int `json:"code"`
+	// The sandbox cgroup's limit counters when it ended, as init reads
+	// them in its own cgroup view: processes the memory limit killed,
+	// forks the task limit refused, periods the CPU quota throttled.
+	OOMKills     uint64 `json:"oom_kills,omitempty"`
+	TasksRefused uint64 `json:"tasks_refused,omitempty"`
+	CPUThrottled uint64 `json:"cpu_throttled,omitempty"`
 }
 
 // SandboxHome is where the sandbox's home appears inside it.
