@@ -18,27 +18,35 @@ const byHandPort = 18444
 // bound into the box, and returns the path of its claude command.
 func (e *env) claudeCLI(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(e.repo, "test", "sandbox", "claude-code")
+	dir := e.npmPackage(t, "claude-code", "ci")
 	claude := filepath.Join(dir, "node_modules", ".bin", "claude")
-	// Installed and as new as the lock file (npm ci writes
-	// node_modules/.package-lock.json), as the Makefile's deps-test checks.
+	if _, err := os.Stat(claude); err != nil {
+		t.Fatalf("npm installed no claude: %v", err)
+	}
+	return claude
+}
+
+// npmPackage installs test/sandbox/NAME with npm VERB (ci, or install
+// where the lock file cannot serve npm ci) unless it is installed and as
+// new as its lock file (npm writes node_modules/.package-lock.json), as
+// the Makefile's deps-test checks; it returns the package's directory.
+func (e *env) npmPackage(t *testing.T, name, verb string) string {
+	t.Helper()
+	dir := filepath.Join(e.repo, "test", "sandbox", name)
 	lock, lerr := os.Stat(filepath.Join(dir, "package-lock.json"))
 	inst, ierr := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	if _, err := os.Stat(claude); err == nil && lerr == nil && ierr == nil && !inst.ModTime().Before(lock.ModTime()) {
-		return claude
+	if lerr == nil && ierr == nil && !inst.ModTime().Before(lock.ModTime()) {
+		return dir
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Skipf("SKIP: npm not found, cannot install the Claude Code CLI: %v", err)
+		t.Skipf("SKIP: npm not found, cannot install test/sandbox/%s: %v", name, err)
 	}
-	out, err := exec.Command(npm, "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
+	out, err := exec.Command(npm, verb, "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
 	if err != nil {
-		t.Fatalf("npm ci --prefix %s: %v\n%s", dir, err, out)
+		t.Fatalf("npm %s --prefix %s: %v\n%s", verb, dir, err, out)
 	}
-	if _, err := os.Stat(claude); err != nil {
-		t.Fatalf("npm ci installed no claude: %v\n%s", err, out)
-	}
-	return claude
+	return dir
 }
 
 // TestClaudeCode runs the real Claude Code CLI in the sandbox with MCP

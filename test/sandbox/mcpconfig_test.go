@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,27 +13,12 @@ import (
 )
 
 // agentsDir installs test/sandbox/agents (the real Codex and OpenCode
-// CLIs and server-filesystem, pinned in its package-lock.json) in the
-// repository that is bound into the box, and returns its directory.
-// npm install, not npm ci: the lock file lacks the other platforms'
-// optional opencode packages, which npm ci then asks for.
+// CLIs and server-filesystem, pinned in its package-lock.json) and
+// returns its directory. npm install, not npm ci: the lock file lacks the
+// other platforms' optional opencode packages, which npm ci then asks for.
 func (e *env) agentsDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(e.repo, "test", "sandbox", "agents")
-	lock, lerr := os.Stat(filepath.Join(dir, "package-lock.json"))
-	inst, ierr := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	if lerr == nil && ierr == nil && !inst.ModTime().Before(lock.ModTime()) {
-		return dir
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skipf("SKIP: npm not found, cannot install the Codex and OpenCode CLIs: %v", err)
-	}
-	out, err := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
-	if err != nil {
-		t.Fatalf("npm install --prefix %s: %v\n%s", dir, err, out)
-	}
-	return dir
+	return e.npmPackage(t, "agents", "install")
 }
 
 // holdScript opens one MCP session to each server of Claude's file that
