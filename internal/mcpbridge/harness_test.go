@@ -173,7 +173,12 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 			sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
 			defer c()
 			b.Shutdown(sctx)
-			f.Close()
+			// As soda-mcpd stops: the handlers finish what the end of
+			// the sessions made them write (a stateless listen's last
+			// result) before the connections close.
+			if err := f.Shutdown(sctx); err != nil {
+				f.Close()
+			}
 			cancel()
 			<-served
 			h.client.CloseIdleConnections()
