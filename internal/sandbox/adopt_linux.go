@@ -265,6 +265,7 @@ type adoption struct {
 	life     *os.File
 	code     int
 	reported bool
+	limits   wire.LifeExit // init's report: the cgroup's limit counters
 }
 
 // wait returns once init has ended: its life socket reads the end (after
@@ -290,7 +291,7 @@ func (a *adoption) readExit() error {
 		}
 		var m wire.LifeExit
 		if json.Unmarshal(buf[:n], &m) == nil {
-			a.code, a.reported = m.Code, true
+			a.code, a.reported, a.limits = m.Code, true, m
 		}
 	}
 }

@@ -754,6 +754,8 @@ loop:
 	}
 	if sb.adopted != nil {
 		st.Code, st.Signal = sb.adopted.status()
+		l := sb.adopted.limits
+		st.MemoryKills, st.TasksRefused, st.CPUThrottled = l.OOMKills, l.TasksRefused, l.CPUThrottled
 		werr = nil
 	} else if ps := sb.cmd.ProcessState; ps != nil {
 		// Init's last words on the life socket, written before it

@@ -524,3 +524,24 @@ grep -rs s3cr3t . /run && echo FOUND; echo done`
 		t.Errorf("the host file changed: %q", b)
 	}
 }
+
+// TestMaskRefusesHardLinks: a file with another name (a hard link an
+// earlier run may have planted) cannot be masked: that name would show it.
+func TestMaskRefusesHardLinks(t *testing.T) {
+	requireNamespaces(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(conf, []byte(`{"env":{"KEY":"s3cr3t"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(conf, filepath.Join(dir, "other-name")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err := runSandbox(t, func(s *Spec) {
+		s.ReadWrite = []string{dir}
+		s.Masks = []Mask{{Path: conf, Data: []byte("{}")}}
+	}, "/bin/true")
+	if err == nil || !strings.Contains(err.Error(), "2 hard links") {
+		t.Fatalf("err = %v, want the hard links named", err)
+	}
+}

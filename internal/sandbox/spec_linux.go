@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/soda-project/soda/internal/egress"
@@ -482,6 +483,9 @@ func resolveMask(m Mask) (Mask, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return Mask{}, fmt.Errorf("mask %s: not a regular file", m.Path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return Mask{}, fmt.Errorf("mask %s: the file has %d hard links, and another name would show it unmasked: remove the others (find -samefile %s)", m.Path, st.Nlink, p)
 	}
 	if len(m.Data) > wire.MaxMaskBytes {
 		return Mask{}, fmt.Errorf("mask %s: %d bytes, at most %d", m.Path, len(m.Data), wire.MaxMaskBytes)

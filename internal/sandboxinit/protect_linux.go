@@ -132,6 +132,10 @@ func maskOne(dst int, src string, data []byte) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return errors.New("not a regular file in the sandbox")
 	}
+	if st.Nlink > 1 {
+		// Another name of the same file would show it unmasked.
+		return fmt.Errorf("the file has %d hard links: remove the others (find -samefile) so that no other name shows it", st.Nlink)
+	}
 	if err := os.WriteFile(src, data, 0o444); err != nil {
 		return err
 	}

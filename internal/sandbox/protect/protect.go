@@ -71,6 +71,12 @@ var HomePaths = []string{
 // presence, empty, changes nothing).
 var HomeDirsMade = []string{".ssh", ".config/autostart", ".config/systemd/user", ".config/git"}
 
+// ProjectMCPPaths are a project's MCP configuration files, whose stdio
+// servers the user's agents start on the host, unsandboxed (and sodactl
+// run --mcp-config on the host too): protected, where they exist, at the
+// top of each read-write grant and of each repository in it.
+var ProjectMCPPaths = []string{".mcp.json", ".vscode/mcp.json", ".cursor/mcp.json", "opencode.json", "opencode.jsonc", ".codex/config.toml"}
+
 // RepoDepth is how deep below a read-write grant init looks for git
 // repositories (a repository's directory at depth 0 to RepoDepth).
 const RepoDepth = 3
@@ -97,6 +103,19 @@ func Plan(rw, homes []string, hostRoot string) []Protection {
 		gitDirs, gitFiles := FindGitDirs(g)
 		for _, f := range gitFiles {
 			targets = append(targets, target{g, f})
+		}
+		// The projects' MCP configuration: at the grant's top and at
+		// each repository's (the directory holding .git).
+		tops := []string{g}
+		for _, gd := range gitDirs {
+			if filepath.Base(gd) == ".git" && filepath.Dir(gd) != g && strings.HasPrefix(filepath.Dir(gd), g+"/") {
+				tops = append(tops, filepath.Dir(gd))
+			}
+		}
+		for _, top := range tops {
+			for _, rel := range ProjectMCPPaths {
+				targets = append(targets, target{g, filepath.Join(top, rel)})
+			}
 		}
 		for _, gitDir := range gitDirs {
 			for _, d := range gitDirsMade {

@@ -98,3 +98,34 @@ func TestGitConfigRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanProjectMCP: a project's MCP configuration, whose stdio servers
+// the host's agents run, is read-only at the grant's top and in each
+// repository below it; a missing one is left alone.
+func TestPlanProjectMCP(t *testing.T) {
+	g := t.TempDir()
+	repo := filepath.Join(g, "sub", "repo")
+	for _, d := range []string{filepath.Join(repo, ".git"), filepath.Join(repo, ".vscode")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(g, ".mcp.json"), filepath.Join(repo, ".vscode", "mcp.json"), filepath.Join(repo, "opencode.json")} {
+		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := Plan([]string{g}, nil, "/")
+	ro := map[string]bool{}
+	for _, p := range plan {
+		ro[p.Path] = p.ReadOnly
+	}
+	for _, want := range []string{filepath.Join(g, ".mcp.json"), filepath.Join(repo, ".vscode", "mcp.json"), filepath.Join(repo, "opencode.json")} {
+		if !ro[want] {
+			t.Errorf("%s not read-only in the plan: %+v", want, plan)
+		}
+	}
+	if _, ok := ro[filepath.Join(g, "opencode.json")]; ok {
+		t.Errorf("a missing file is in the plan: %+v", plan)
+	}
+}
