@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -311,7 +312,13 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 			_ = sb.Signal(s.(syscall.Signal))
 		}
 	}()
+	var replaced atomic.Bool
+	endWatch := perrun.watchMask(append(slices.Clone(spec.ReadWrite), spec.ReadOnly...), func() { replaced.Store(true); sb.Stop() }, stderr)
 	st, err := sb.Wait(ctx)
+	endWatch()
+	if replaced.Load() && err == nil {
+		return exitSandbox, fmt.Errorf("--mcp-config %s: the file was replaced during the run; the sandbox was stopped so that it could not read it unmasked", ro.mcpConfig)
+	}
 	if err != nil {
 		return exitSandbox, err
 	}

@@ -96,6 +96,7 @@ func TestRunCommandLine(t *testing.T) {
 		{"mcp broken config", []string{"run", cd, "--mcp", "broken", "--", "true"}, 125, "invalid configuration"},
 		{"mcp-inside without mcp-config", []string{"run", "--mcp-inside", "gh", "--", "true"}, 125, "name servers of --mcp-config FILE"},
 		{"mcp-config missing", []string{"run", "--direct", "--mcp-config", "/nonexistent/.mcp.json", "--", "true"}, 125, "--mcp-config: open /nonexistent/.mcp.json"},
+		{"mcp-config a directory", []string{"run", "--direct", "--mcp-config", t.TempDir(), "--", "true"}, 125, "not a regular file"},
 		{"mcp-config not MCP", []string{"run", "--direct", "--mcp-config", mcpConfigFile(t, "x.json", `{"a": 1}`), "--", "true"}, 125, "no MCP servers found"},
 		{"mcp-config unset variable", []string{"run", "--direct", "--mcp-config", mcpConfigFile(t, ".mcp.json", `{"mcpServers": {"s": {"command": "x", "env": {"K": "${SODA_TEST_NOT_SET_ANYWHERE}"}}}}`), "--", "true"}, 125, "${SODA_TEST_NOT_SET_ANYWHERE} is not set"},
 		{"mcp-inside unknown", []string{"run", "--direct", "--mcp-config", conf, "--mcp-inside", "nosuch", "--", "true"}, 125, `no MCP server "nosuch" in the configuration (it has gh, remote)`},

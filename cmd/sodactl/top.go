@@ -66,7 +66,7 @@ func topCommand(opts *options, args []string, stdout io.Writer) error {
 	// Live: raw keys on a terminal (q quits; Ctrl-C arrives as a byte).
 	quit := make(chan struct{})
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	out := stdout
 	if sandbox.IsTerminal(os.Stdin) {

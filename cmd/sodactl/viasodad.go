@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -240,6 +241,10 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 	}
 	defer sb.Close()
 	log.Info("sandbox mode: sandbox via sodad", "sandbox", sb.ID, "profile", profile, "object", sb.Path)
+	endWatch := perrun.watchMask(slices.Concat(req.Spec.ReadWritePaths, req.Spec.ReadOnlyPaths), func() {
+		_ = sb.Kill(ctx, int32(syscall.SIGKILL), false)
+	}, stderr)
+	defer endWatch()
 
 	var relayed <-chan struct{}
 	if master != nil {

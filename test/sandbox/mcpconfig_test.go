@@ -227,6 +227,23 @@ func TestMCPConfigLifecycle(t *testing.T) {
 		e.noLeftovers(t)
 	})
 
+	// The mask is bound to the file's directory entry: a file renamed
+	// over it on the host (an editor's atomic save) would show through, so
+	// the run stops instead.
+	t.Run("replaced on the host", func(t *testing.T) {
+		conf2 := filepath.Join(ws, "replaced.mcp.json")
+		if err := os.WriteFile(conf2, []byte(fmt.Sprintf(`{"mcpServers": {"everything": {"command": "node", "args": [%q, "stdio"], "env": {"K": "old"}}}}`, everything)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		script := fmt.Sprintf(`(sleep 2; printf '{"mcpServers": {"x": {"command": "true", "env": {"K": "replaced-s3cret"}}}}' > %[1]s.new; mv %[1]s.new %[1]s) &
+%[2]s/sodactl run --mcp-config %[1]s --rw %[3]s -- sh -c 'sleep 6; cat %[1]s'; echo "exit=$?"`, conf2, e.bin, ws)
+		r := e.exec(execOpts{timeout: 2 * time.Minute}, "sh", "-c", script)
+		if !strings.Contains(r.stdout, "exit=125") || !strings.Contains(r.stderr, "was replaced on the host during the run") || strings.Contains(r.stdout, "replaced-s3cret") {
+			t.Errorf("want the run stopped (exit 125, the reason) before the sandbox reads the new file: %s", r)
+		}
+		e.noPerRunLeft(t, ws)
+	})
+
 	t.Run("kill -9 of sodactl", func(t *testing.T) {
 		out := ws + "/hold.out"
 		start := fmt.Sprintf(`%s/sodactl run --mcp-config %s --mcp-optional broken --rw %s -- node %s/hold.js > %s 2>&1 & echo $! > %s/sodactl.pid
