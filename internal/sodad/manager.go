@@ -451,7 +451,20 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 // granted directories, its symbolic links resolved (as the engine will):
 // a request may only change what the sandbox sees of its own grants.
 func masksInside(masks []sandbox.Mask, grants []string) *dbus.Error {
+	below := func(p string) bool {
+		for _, g := range grants {
+			if strings.HasPrefix(p, filepath.Clean(g)+"/") {
+				return true
+			}
+		}
+		return false
+	}
 	for _, m := range masks {
+		// Named below a grant before anything is looked up as root: the
+		// answer must not tell whether a path elsewhere exists.
+		if !below(filepath.Clean(m.Path)) {
+			return dbusErr(ErrInvalidSpec, fmt.Sprintf("Masks %s: not inside a granted directory (ReadWritePaths, ReadOnlyPaths)", m.Path))
+		}
 		p, err := filepath.EvalSymlinks(m.Path)
 		if err != nil {
 			return dbusErr(ErrInvalidSpec, fmt.Sprintf("Masks %s: %v", m.Path, err))
@@ -470,12 +483,18 @@ func masksInside(masks []sandbox.Mask, grants []string) *dbus.Error {
 }
 
 // watchLife ends the sandbox when the caller that runs its per-run MCP
-// servers is gone (its life fd reads EOF): their ports are free then,
-// for anyone to take.
+// servers is gone: its life pipe hangs up (or says anything at all), since
+// their ports are free then, for anyone to take. It polls, so that it
+// holds no thread in a read and returns once the sandbox has ended.
 func (b *box) watchLife(f *os.File) {
-	buf := make([]byte, 64)
-	for {
-		if _, err := f.Read(buf); err != nil {
+	fd := int(f.Fd())
+	for !b.ended() {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 1000)
+		if errors.Is(err, unix.EINTR) || err == nil && n == 0 {
+			continue
+		}
+		if err != nil || pfd[0].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
 			break
 		}
 	}

@@ -414,7 +414,7 @@ func btoi(b bool) int {
 
 // fdKind is what checkFd found an fd to be.
 type fdKind struct {
-	readable, writable, terminal, directory, path bool
+	readable, writable, terminal, directory, path, fifo bool
 }
 
 // inspectFd looks at an open fd: its access mode, whether it is a
@@ -442,6 +442,7 @@ func inspectFd(fd int) (fdKind, error) {
 		k.readable, k.writable = true, true
 	}
 	k.directory = st.Mode&unix.S_IFMT == unix.S_IFDIR
+	k.fifo = st.Mode&unix.S_IFMT == unix.S_IFIFO
 	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
 		k.terminal = true
 	}
@@ -492,8 +493,8 @@ func checkFds(fds map[string]*os.File, tty bool) (streams, *dbus.Error) {
 		case "life":
 			// Held open by the caller while it runs its per-run MCP
 			// servers: its end (EOF) ends the sandbox.
-			if !k.readable || k.terminal {
-				return bad("not open for reading, or a terminal")
+			if !k.readable || !k.fifo {
+				return bad("the read end of a pipe, please (as sodactl passes)")
 			}
 			s.Life = f
 		default:

@@ -161,6 +161,11 @@ func TestCheckFds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dir.Close()
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
 	for _, tc := range []struct {
 		name   string
 		fds    map[string]*os.File
@@ -175,6 +180,9 @@ func TestCheckFds(t *testing.T) {
 		{"pipe as tty", map[string]*os.File{"tty": r}, true, "fd tty: not a terminal"},
 		{"unknown key", map[string]*os.File{"stdnull": r}, false, "fd stdnull: unknown key"},
 		{"TTY without tty", map[string]*os.File{"stdin": r}, true, "fd tty"},
+		{"life pipe", map[string]*os.File{"stdin": r, "life": r}, false, ""},
+		// /dev/zero would make the watch spin; a file never hangs up.
+		{"life not a pipe", map[string]*os.File{"life": zero}, false, "fd life: the read end of a pipe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := checkFds(tc.fds, tc.tty)
