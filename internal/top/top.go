@@ -230,6 +230,9 @@ func Rows(prev, cur Sample) []Row {
 		if pf != nil && dt > 0 {
 			r.CallsPerSec = (r.CallsTotal - pf.Sum("soda_mcp_calls_total", "", "")) / dt
 			r.Refused = r.RefusedTotal - pf.Sum("soda_http_refused_total", "", "") - pf.Sum("soda_mcp_sessions_refused_total", "", "")
+			if r.CallsPerSec < 0 || r.Refused < 0 { // the daemon restarted: its counters began again
+				r.CallsPerSec, r.Refused = math.NaN(), 0
+			}
 		}
 		r.P99 = Quantile(0.99, pf, f, "soda_mcp_call_duration_seconds")
 		r.Validator = f.Has("soda_validate_busy_total")
