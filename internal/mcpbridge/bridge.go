@@ -242,7 +242,7 @@ func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error
 	}
 	b.live.Add(1)
 	b.opts.Metrics.SessionOpened()
-	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, b.opts.Metrics, func(s *Session) {
+	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, b.opts.Metrics, true, func(s *Session) {
 		b.mu.Lock()
 		delete(b.sessions, s.ID)
 		b.stopping++

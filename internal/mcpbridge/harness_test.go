@@ -85,8 +85,10 @@ type harness struct {
 	Front  *httpfront.Front
 	Logs   *logBuffer
 	Placer child.Placer
-	client *http.Client
-	stop   func()
+	// Metrics is the bridge's registry (harnessOpts.metrics; else nil).
+	Metrics *metrics.Registry
+	client  *http.Client
+	stop    func()
 }
 
 type harnessOpts struct {
@@ -133,8 +135,10 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	placer := child.NewPlacer(log, "soda-test", child.Limits{})
 	var bm *metrics.Bridge
 	var b *mcpbridge.Bridge
+	var reg *metrics.Registry
 	if o.metrics {
-		bm = metrics.NewBridge(metrics.NewRegistry("test", "0"), "test", func() (int, int) { st := b.Stats(); return st.Sessions, int(st.Children) })
+		reg = metrics.NewRegistry("test", "0")
+		bm = metrics.NewBridge(reg, "test", func() (int, int) { st := b.Stats(); return st.Sessions, int(st.Children) })
 	}
 	b = mcpbridge.New(log, mcpbridge.Options{
 		Metrics:      bm,
@@ -162,7 +166,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	served := make(chan struct{})
 	go func() { f.Serve(l); close(served) }()
 	h := &harness{
-		t: t, Base: "http://" + l.Addr().String(), Token: tok, Bridge: b, Front: f, Logs: logs, Placer: placer,
+		t: t, Base: "http://" + l.Addr().String(), Token: tok, Bridge: b, Front: f, Logs: logs, Placer: placer, Metrics: reg,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 	}
 	h.URL = h.Base + "/mcp"

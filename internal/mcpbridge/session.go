@@ -77,6 +77,9 @@ type Session struct {
 	// ID is the Mcp-Session-Id (or legacy sessionId).
 	ID string
 	m  *metrics.Bridge // nil: metrics off
+	// client: a client's session (counted as one), not the stateless
+	// revision's shared child.
+	client bool
 
 	log   *slog.Logger
 	proc  *child.Process
@@ -125,9 +128,10 @@ const maxBacklog = 256
 // maxLineBytes bounds one message from the child.
 const maxLineBytes = 32 << 20
 
-func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Grace, stderrRate int, m *metrics.Bridge, onEnd, onStopped func(*Session)) *Session {
+func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Grace, stderrRate int, m *metrics.Bridge, client bool, onEnd, onStopped func(*Session)) *Session {
 	s := &Session{
 		m:         m,
+		client:    client,
 		ID:        id,
 		log:       log,
 		proc:      proc,
@@ -606,7 +610,9 @@ func (s *Session) endIf(reason string, cond func() bool) bool {
 	if s.onEnd != nil {
 		s.onEnd(s)
 	}
-	s.m.SessionEnded(endClass(reason))
+	if s.client {
+		s.m.SessionEnded(endClass(reason))
+	}
 	s.log.Info("session end", logevent.SessionEnd, "reason", reason, "calls", s.calls.Load(), "duration", time.Since(s.started).Round(time.Millisecond).String())
 	go func() {
 		defer close(s.stopped)

@@ -128,7 +128,7 @@ func (sc *sharedChild) start(ctx context.Context) (*Session, json.RawMessage, er
 	}
 	b.live.Add(1)
 	b.opts.Metrics.ChildStarted()
-	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, b.opts.Metrics, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
+	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, b.opts.Metrics, false, nil, func(*Session) { b.live.Add(-1); b.children.Done() })
 	s.shared = true
 	s.fromChild = b.inputs.fromChild
 	s.listeners = newListenHub(s)

@@ -70,3 +70,48 @@ func TestStatelessStartOutlivesFirstClient(t *testing.T) {
 		t.Fatalf("third stateless request: %d %v %s", st, err, body)
 	}
 }
+
+// TestStatelessMetrics: the stateless revision's shared child is a child,
+// not a client session: started and exited are counted, opened and ended
+// sessions are not; its calls are.
+func TestStatelessMetrics(t *testing.T) {
+	h := newHarness(t, harnessOpts{metrics: true})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest(http.MethodPost, h.URL, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+h.Token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "echo")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("stateless call: %d", resp.StatusCode)
+	}
+	h.stop()
+	fams, err := h.Metrics.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := func(name string) float64 {
+		var v float64
+		for _, f := range fams {
+			if f.GetName() == name {
+				for _, m := range f.GetMetric() {
+					v += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return v
+	}
+	for name, want := range map[string]float64{"soda_mcp_children_started_total": 1, "soda_mcp_children_exited_total": 1,
+		"soda_mcp_sessions_opened_total": 0, "soda_mcp_sessions_ended_total": 0, "soda_mcp_calls_total": 1} {
+		if got := sum(name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+}
