@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/mcpd"
@@ -154,21 +152,13 @@ func TestTopOnce(t *testing.T) {
 // series.
 func scrapeSums(t *testing.T, url, tok string) map[string]float64 {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
+	sample := top.Read(context.Background(), http.DefaultClient, []top.Source{{Name: "scrape", URL: url, Token: tok}})
+	if sample.Fams[0] == nil {
+		t.Fatalf("scrape %s: %v", url, sample.Errs[0])
 	}
 	out := map[string]float64{}
-	for name := range fams {
-		out[name] = top.Families(fams).Sum(name, "", "")
+	for name := range sample.Fams[0] {
+		out[name] = sample.Fams[0].Sum(name, "", "")
 	}
 	return out
 }

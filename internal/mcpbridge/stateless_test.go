@@ -76,21 +76,8 @@ func TestStatelessStartOutlivesFirstClient(t *testing.T) {
 // sessions are not; its calls are.
 func TestStatelessMetrics(t *testing.T) {
 	h := newHarness(t, harnessOpts{metrics: true})
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	req, _ := http.NewRequest(http.MethodPost, h.URL, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+h.Token)
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "echo")
-	resp, err := h.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("stateless call: %d", resp.StatusCode)
+	if r := h.stateless(1, "tools/call", `{"name":"echo","arguments":{"text":"x"}}`, statelessMeta); r.Status != 200 {
+		t.Fatalf("stateless call: %d %s", r.Status, r.Body)
 	}
 	h.stop()
 	fams, err := h.Metrics.Gatherer().Gather()

@@ -15,9 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
+	"github.com/soda-project/soda/internal/top"
 	"github.com/soda-project/soda/test/testkit"
 )
 
@@ -171,27 +170,10 @@ func TestHTTP(t *testing.T) {
 	if got := do("GET", "/metrics", nil, nil); got != 401 {
 		t.Errorf("GET /metrics without the token: %d, want 401", got)
 	}
-	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	value := func(name, label, val string) float64 {
-		for _, m := range fams[name].GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == val {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-		return 0
+	sample := top.Read(context.Background(), http.DefaultClient, []top.Source{{Name: "shellcheck", URL: "http://" + addr + "/metrics", Token: tok}})
+	fams := sample.Fams[0]
+	if fams == nil {
+		t.Fatalf("scrape /metrics: %v", sample.Errs[0])
 	}
 	for _, c := range []struct {
 		name, label, val string
@@ -203,7 +185,7 @@ func TestHTTP(t *testing.T) {
 		{"soda_http_refused_total", "reason", "origin", 1},
 		{"soda_limit_hits_total", "limit", "headers", 1},
 	} {
-		if got := value(c.name, c.label, c.val); got != c.want {
+		if got := fams.Sum(c.name, c.label, c.val); got != c.want {
 			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.val, got, c.want)
 		}
 	}
