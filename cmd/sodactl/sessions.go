@@ -9,13 +9,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/session"
 	"github.com/soda-project/soda/internal/sessionmcp"
 	"github.com/soda-project/soda/internal/sodadclient"
+	"github.com/soda-project/soda/internal/stdiorpc"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/version"
 )
@@ -180,8 +179,9 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	server := sessionmcp.NewServer(mgr, mode, version.Version)
 	log.Info("sandbox MCP server ready", "backend", mode, "profile", profileName, "max_sandboxes", lim.MaxSessions, "quota", lim.Quota,
 		"idle_expiry", lim.IdleExpiry, "exec_timeout", lim.ExecTimeout, "network", !tmpl.NoNetwork)
-	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
-	err = server.Run(ctx, t)
+	// stdiorpc answers a malformed frame and goes on: one bad line must
+	// not end every session of the server.
+	err = server.Run(ctx, &stdiorpc.Transport{Reader: stdin, Writer: stdout, Log: log})
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mgr.Close(cctx)
@@ -190,7 +190,3 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	}
 	return nil
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
