@@ -23,7 +23,9 @@ type Box interface {
 	// ID is its engine's (or sodad's) id: the journal's SODA_SANDBOX.
 	ID() string
 	// Exec runs argv in the sandbox, in dir (inside /workspace), with
-	// stdin, writing stdout and stderr, killing it at timeout.
+	// stdin, writing stdout and stderr, killing it at timeout. When it
+	// ends, every other process it left in the sandbox is ended too
+	// before Exec returns: nothing outlives its call.
 	Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (ExitStatus, error)
 	// Close ends the sandbox and everything in it.
 	Close(ctx context.Context) error
@@ -37,6 +39,10 @@ type ExitStatus struct {
 	// MemoryKills and TasksRefused: how often the sandbox's memory limit
 	// killed and its task limit refused a fork meanwhile (where known).
 	MemoryKills, TasksRefused uint64
+	// WorkspaceFull says that the workspace had no free space or inodes
+	// during the command, as the sandbox's init saw it (statfs), not as
+	// its output says.
+	WorkspaceFull bool
 }
 
 // auditFeed is a Box whose egress decisions and limit hits are read from

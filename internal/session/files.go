@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -28,11 +27,23 @@ type File struct {
 	Mode     uint32 `json:"mode,omitempty" jsonschema:"permission bits, e.g. 493 (0755) for an executable; default 420 (0644)"`
 }
 
-// decoded is a File checked and decoded.
+// decoded is a File checked and decoded, or a baseline file or
+// directory to write back (contents in a store at off, n bytes long).
 type decoded struct {
 	path string
 	data []byte
 	mode int64
+	dir  bool
+	// stored: the contents are n bytes at off in a store, not data.
+	stored bool
+	off, n int64
+}
+
+func (d decoded) size() int64 {
+	if d.stored {
+		return d.n
+	}
+	return int64(len(d.data))
 }
 
 // decodeFiles checks and decodes fs: paths (CheckPath, no duplicates),
@@ -92,18 +103,19 @@ func decodeFiles(fs []File, maxFiles int, maxBytes int64) ([]decoded, error) {
 	return out, nil
 }
 
-// Entry is one thing in a workspace snapshot.
-type Entry struct {
-	Type   string // "file", "symlink", "dir", "other"
-	Mode   int64  // permission bits
-	Data   []byte // a file's contents
-	Target string // a symlink's target
-}
-
-// tarOf builds a tar stream of files, their parent directories first.
+// tarOf builds a tar stream of files, their parent directories first
+// (inline files of one call: bounded by the call's frame).
 func tarOf(files []decoded) []byte {
 	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	_ = writeTar(&buf, files, nil)
+	return buf.Bytes()
+}
+
+// writeTar writes a tar stream of files (their contents from f.data, or
+// from store at f.off), their parent directories first, and dirs (with
+// their modes) where given.
+func writeTar(w io.Writer, files []decoded, store *blobStore) error {
+	tw := tar.NewWriter(w)
 	now := time.Unix(0, 0)
 	dirs := map[string]bool{}
 	for _, f := range files {
@@ -112,74 +124,32 @@ func tarOf(files []decoded) []byte {
 			d := strings.Join(segs[:i], "/")
 			if !dirs[d] {
 				dirs[d] = true
-				_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: now, Format: tar.FormatPAX})
+				if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: now, Format: tar.FormatPAX}); err != nil {
+					return err
+				}
 			}
 		}
-		_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.path, Mode: f.mode, Size: int64(len(f.data)), ModTime: now, Format: tar.FormatPAX})
-		_, _ = tw.Write(f.data)
-	}
-	_ = tw.Close()
-	return buf.Bytes()
-}
-
-// errTooBig says that a tar stream from the sandbox held more than allowed.
-var errTooBig = errors.New("more than the workspace can hold")
-
-// parseTar reads a tar stream made in the sandbox (untrusted) into a
-// snapshot keyed by clean relative path: at most maxEntries entries and
-// maxBytes bytes of contents; names that are not portable paths are
-// skipped and counted in skipped.
-func parseTar(r io.Reader, maxEntries int, maxBytes int64) (snap map[string]Entry, skipped int, err error) {
-	snap = map[string]Entry{}
-	tr := tar.NewReader(r)
-	var total int64
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return snap, skipped, nil
-		}
-		if err != nil {
-			return nil, skipped, fmt.Errorf("read the workspace: %w", err)
-		}
-		name := strings.TrimPrefix(strings.TrimSuffix(h.Name, "/"), "./")
-		if name == "." || name == "" {
+		if f.dir {
+			if !dirs[f.path] {
+				dirs[f.path] = true
+				if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: f.path + "/", Mode: f.mode, ModTime: now, Format: tar.FormatPAX}); err != nil {
+					return err
+				}
+			}
 			continue
 		}
-		if CheckPath(name) != nil {
-			skipped++
-			continue
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.path, Mode: f.mode, Size: f.size(), ModTime: now, Format: tar.FormatPAX}); err != nil {
+			return err
 		}
-		if len(snap) >= maxEntries {
-			return nil, skipped, fmt.Errorf("read the workspace: more than %d entries", maxEntries)
+		var r io.Reader = bytes.NewReader(f.data)
+		if f.stored {
+			r = store.reader(f.off, f.n)
 		}
-		e := Entry{Mode: h.Mode & 0o777}
-		switch h.Typeflag {
-		case tar.TypeReg:
-			e.Type = "file"
-			if h.Size < 0 || total+h.Size > maxBytes {
-				return nil, skipped, fmt.Errorf("read the workspace: %w", errTooBig)
-			}
-			data, err := io.ReadAll(io.LimitReader(tr, h.Size))
-			if err != nil {
-				return nil, skipped, fmt.Errorf("read the workspace: %w", err)
-			}
-			total += int64(len(data))
-			e.Data = data
-		case tar.TypeSymlink:
-			e.Type, e.Target = "symlink", h.Linkname
-		case tar.TypeDir:
-			e.Type = "dir"
-		case tar.TypeLink:
-			// A hard link: the same contents as a file already read.
-			e.Type = "file"
-			if prev, ok := snap[strings.TrimPrefix(h.Linkname, "./")]; ok {
-				e.Data = prev.Data
-			}
-		default:
-			e.Type = "other"
+		if _, err := io.Copy(tw, r); err != nil {
+			return err
 		}
-		snap[name] = e
 	}
+	return tw.Close()
 }
 
 // isBinary says whether data is not UTF-8 text (or holds a NUL).

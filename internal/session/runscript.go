@@ -1,7 +1,10 @@
 package session
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"fmt"
 	"path"
 	"strings"
@@ -57,9 +60,11 @@ func interpreter(entry string, args []string) []string {
 // RunScript runs a script in the shared workspace or, Isolated, in a
 // child sandbox of its own.
 func (s *Session) RunScript(ctx context.Context, req ScriptRequest) (ScriptResult, []Event, error) {
-	if err := s.begin(); err != nil {
+	ctx, done, err := s.begin(ctx)
+	if err != nil {
 		return ScriptResult{}, nil, err
 	}
+	defer done()
 	res, err := s.runScriptLocked(ctx, req)
 	return res, s.end(), err
 }
@@ -84,76 +89,150 @@ func (s *Session) runScriptLocked(ctx context.Context, req ScriptRequest) (Scrip
 	if err != nil {
 		return ScriptResult{}, fmt.Errorf("%w: %v", ErrInvalidArgs, err)
 	}
+	seen := map[string]bool{}
 	for _, p := range req.SeedPaths {
 		if err := CheckPath(p); err != nil {
 			return ScriptResult{}, fmt.Errorf("%w: seed_paths: %v", ErrInvalidArgs, err)
 		}
+		if seen[p] {
+			return ScriptResult{}, fmt.Errorf("%w: seed_paths: %q given twice", ErrInvalidArgs, p)
+		}
+		seen[p] = true
 	}
-	// The child's seed: the parent's paths (copied out of the parent's
-	// sandbox), then the inline files over them.
-	seed := map[string]Entry{}
+	child, err := s.m.startChild(ctx)
+	if err != nil {
+		return ScriptResult{}, err
+	}
+	s.m.mu.Lock()
+	s.m.byBox[child.ID()] = s // its egress is this session's audit
+	s.m.mu.Unlock()
+	defer func() {
+		s.m.mu.Lock()
+		delete(s.m.byBox, child.ID())
+		s.m.mu.Unlock()
+		s.m.endChild(ctx, child)
+	}()
+	// The child's seed keeps its contents on disk, for its diff.
+	store, err := newBlobStore(s.m.lim.StoreDir, s.m.lim.Quota)
+	if err != nil {
+		return ScriptResult{}, err
+	}
+	defer store.close()
+	cs := &Session{m: s.m, id: s.id + "-child", box: child, baseline: map[string]*Entry{}, store: store, log: s.log,
+		ctx: s.ctx, cancel: s.cancel, parent: s}
+	// The parent's paths stream from its tar straight into the child's:
+	// hard links stay links, nothing is held in memory on the host, and
+	// at most a workspace's worth passes.
 	if len(req.SeedPaths) > 0 {
-		snap, err := s.tarOut(ctx, req.SeedPaths...)
+		seed, err := cs.copyFrom(ctx, s, req.SeedPaths)
 		if err != nil {
 			return ScriptResult{}, err
 		}
 		for _, p := range req.SeedPaths {
-			if _, ok := snap[p]; !ok {
+			if seed.entries[p] == nil {
 				return ScriptResult{}, fmt.Errorf("%w: seed_paths: %q is not in the workspace", ErrInvalidArgs, p)
 			}
 		}
-		for p, e := range snap {
-			if e.Type == "file" {
-				addBaseline(seed, decoded{path: p, data: e.Data, mode: e.Mode})
-			}
+		for p, e := range seed.entries {
+			cs.baseline[p] = e
 		}
 	}
-	for _, f := range dec {
-		addBaseline(seed, f)
+	if len(dec) > 0 {
+		if err := cs.tarIn(ctx, bytes.NewReader(tarOf(dec))); err != nil {
+			return ScriptResult{}, fmt.Errorf("seed the isolated child: %w", err)
+		}
+		for _, f := range dec {
+			off, err := store.putBytes(f.data)
+			if err != nil {
+				return ScriptResult{}, fmt.Errorf("seed the isolated child: %w", err)
+			}
+			addBaseline(cs.baseline, f.path, &Entry{Type: "file", Mode: f.mode, Size: int64(len(f.data)), Sum: sumOf(f.data), off: off})
+		}
 	}
-	if _, ok := seed[req.Entry]; !ok {
+	if e := cs.baseline[req.Entry]; e == nil {
 		return ScriptResult{}, fmt.Errorf("%w: entry %q is not in the child's seed (seed_paths or files)", ErrInvalidArgs, req.Entry)
 	}
-	child, err := s.m.backend.Start(ctx, s.m.lim.Quota)
-	if err != nil {
-		return ScriptResult{}, fmt.Errorf("start the isolated child sandbox: %w", err)
-	}
-	s.note(Event{Kind: "child", Call: "sandbox_run_script", Detail: fmt.Sprintf("isolated child sandbox %s, %d seed files", child.ID(), countFiles(seed))})
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		_ = child.Close(cctx)
-		cancel()
-	}()
-	// The child runs through the same code as the session, on its own box.
-	cs := &Session{m: s.m, id: s.id + "-child", box: child, baseline: map[string]Entry{}, audit: s.audit, log: s.log, call: s.call}
-	var files []decoded
-	for p, e := range seed {
-		if e.Type == "file" {
-			files = append(files, decoded{path: p, data: e.Data, mode: e.Mode})
-		}
-	}
-	if err := cs.tarIn(ctx, tarOf(files)); err != nil {
-		s.call = cs.call
-		return ScriptResult{}, fmt.Errorf("seed the isolated child: %w", err)
-	}
-	cs.baseline = seed
+	s.note(Event{Kind: "child", Call: "sandbox_run_script", Detail: fmt.Sprintf("isolated child sandbox %s, %d seed files", child.ID(), countFiles(cs.baseline))})
 	r, err := cs.execLocked(ctx, "sandbox_run_script", ExecRequest{Argv: interpreter(req.Entry, req.Args), Stdin: req.Stdin, Timeout: req.Timeout})
 	res := ScriptResult{ExecResult: r, Isolated: true}
 	if err == nil && (req.Diff == "json" || req.Diff == "unified") {
-		snap, derr := cs.tarOut(ctx, ".")
+		o := snapOpts{}
+		if req.Diff == "unified" {
+			o.keep, o.keepMax = wantLines(cs.baseline), maxKept
+		}
+		snap, derr := cs.snap(ctx, o)
 		if derr != nil {
 			err = derr
 		} else {
-			d := diff(seed, snap, req.Diff == "unified", maxUnified)
+			d, derr := diffOf(ctx, diffIn{base: cs.baseline, baseData: cs.baseData, now: snap, unified: req.Diff == "unified"})
+			if derr != nil {
+				err = derr
+			}
 			res.ChildDiff = &d
 		}
 	}
-	s.call = cs.call
 	s.note(Event{Kind: "child", Call: "sandbox_run_script", Detail: "isolated child sandbox " + child.ID() + " discarded"})
 	return res, err
 }
 
-func countFiles(m map[string]Entry) int {
+// copyFrom copies paths of parent's workspace into s's (a child's):
+// parent's snapshot stream is teed into s's tar, and indexed (contents in
+// s.store) on the way.
+func (s *Session) copyFrom(ctx context.Context, parent *Session, paths []string) (*snapshot, error) {
+	pr, pw := io.Pipe()
+	extracted := make(chan error, 1)
+	go func() {
+		err := s.tarIn(ctx, pr)
+		pr.CloseWithError(err) // a failed extraction stops the copy
+		extracted <- err
+	}()
+	snap, err := parent.snap(ctx, snapOpts{paths: paths, tee: pw, store: s.store, maxBytes: s.m.lim.Quota})
+	pw.CloseWithError(err)
+	xerr := <-extracted
+	switch {
+	case errors.Is(err, errTooBig) || errors.Is(err, errStoreFull):
+		return nil, fmt.Errorf("%w: seed_paths: more than the child's workspace holds (%d bytes)", ErrInvalidArgs, s.m.lim.Quota)
+	case err != nil:
+		return nil, fmt.Errorf("copy seed_paths into the isolated child: %w", err)
+	case xerr != nil:
+		return nil, fmt.Errorf("seed the isolated child: %w", xerr)
+	}
+	return snap, nil
+}
+
+// startChild starts an isolated child, which takes a slot among the
+// Manager's live sandboxes (the spare's, when there is one).
+func (m *Manager) startChild(ctx context.Context) (Box, error) {
+	m.mu.Lock()
+	sp := m.spare
+	if n := m.liveLocked(); n >= m.lim.MaxSessions && sp == nil {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: no room for an isolated child: %d of %d sandboxes run (sessions and isolated children); close one, or run it in the shared workspace", ErrTooMany, n, m.lim.MaxSessions)
+	}
+	m.spare = nil
+	m.children++
+	m.mu.Unlock()
+	box, err := m.startBox(ctx, sp)
+	if err != nil {
+		m.mu.Lock()
+		m.children--
+		m.mu.Unlock()
+		m.refillSpare()
+		return nil, fmt.Errorf("start the isolated child sandbox: %w", err)
+	}
+	return box, nil
+}
+
+// endChild closes an isolated child and frees its slot.
+func (m *Manager) endChild(ctx context.Context, box Box) {
+	m.closeBox(ctx, box)
+	m.mu.Lock()
+	m.children--
+	m.mu.Unlock()
+	m.refillSpare()
+}
+
+func countFiles(m map[string]*Entry) int {
 	n := 0
 	for _, e := range m {
 		if e.Type == "file" {

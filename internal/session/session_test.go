@@ -3,8 +3,13 @@ package session
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckPath(t *testing.T) {
@@ -44,62 +49,162 @@ func TestCheckPath(t *testing.T) {
 	}
 }
 
-// TestParseTarHostile: a tar stream from the sandbox is bounded and its
-// names checked.
-func TestParseTarHostile(t *testing.T) {
-	mk := func(hs ...*tar.Header) []byte {
-		var b bytes.Buffer
-		tw := tar.NewWriter(&b)
-		for _, h := range hs {
-			_ = tw.WriteHeader(h)
-			if h.Size > 0 {
-				_, _ = tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
-			}
+// listing makes a find listing (snapshotScript's first part).
+func listing(recs ...[6]string) []byte {
+	var b bytes.Buffer
+	for _, r := range recs {
+		for _, f := range r {
+			b.WriteString(f)
+			b.WriteByte(0)
 		}
-		_ = tw.Close()
-		return b.Bytes()
 	}
-	snap, skipped, err := parseTar(bytes.NewReader(mk(
-		&tar.Header{Name: "./ok", Typeflag: tar.TypeReg, Size: 3, Mode: 0o644},
-		&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Size: 1},
-		&tar.Header{Name: "/abs", Typeflag: tar.TypeReg, Size: 1},
-		&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc/shadow"},
-		&tar.Header{Name: "dev", Typeflag: tar.TypeChar},
-	)), 100, 1<<20)
-	if err != nil || skipped != 2 || string(snap["ok"].Data) != "xxx" || snap["l"].Type != "symlink" || snap["l"].Target != "/etc/shadow" || snap["dev"].Type != "other" {
-		t.Errorf("parseTar = %+v, skipped %d, %v", snap, skipped, err)
+	b.WriteByte(0)
+	return b.Bytes()
+}
+
+func mkTar(hs ...*tar.Header) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, h := range hs {
+		_ = tw.WriteHeader(h)
+		if h.Size > 0 {
+			_, _ = tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+		}
 	}
-	if _, _, err := parseTar(bytes.NewReader(mk(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: 2048})), 100, 1024); err == nil {
+	_ = tw.Close()
+	return b.Bytes()
+}
+
+// TestSnapshotHostile: a snapshot from the sandbox is bounded; every name
+// is kept, portable or not; the listing's modes win over the tar
+// stream's (which saw entries made readable for the copy).
+func TestSnapshotHostile(t *testing.T) {
+	in := append(listing(
+		[6]string{"F", "f", "0", "3", "", "./ok"},
+		[6]string{"-", "f", "644", "1", "", "./aux.py"},
+		[6]string{"-", "f", "644", "1", "", "./bad\xffname"},
+		[6]string{"-", "l", "777", "11", "/etc/shadow", "./l"},
+		[6]string{"-", "s", "755", "0", "", "./sock"},
+		[6]string{"F", "d", "0", "4096", "", "./locked"},
+	), mkTar(
+		&tar.Header{Name: "./ok", Typeflag: tar.TypeReg, Size: 3, Mode: 0o400},
+		&tar.Header{Name: "./aux.py", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644},
+		&tar.Header{Name: "./bad\xffname", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644},
+		&tar.Header{Name: "./hard", Typeflag: tar.TypeLink, Linkname: "./ok"},
+	)...)
+	s, err := snapshotOf(context.Background(), bytes.NewReader(in), snapOpts{maxBytes: 1 << 20, keep: func(string, int64) bool { return true }, keepMax: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := s.entries["ok"]
+	if ok == nil || ok.Mode != 0 || ok.Unread || ok.Sum != sumOf([]byte("xxx")) || string(s.kept["ok"]) != "xxx" {
+		t.Errorf("ok: %+v", ok)
+	}
+	for _, n := range []string{"aux.py", "bad\xffname", "sock", "locked", "l", "hard"} {
+		if s.entries[n] == nil {
+			t.Errorf("%q left out of the snapshot", n)
+		}
+	}
+	if s.entries["l"].Type != "symlink" || s.entries["l"].Target != "/etc/shadow" || s.entries["sock"].Type != "other" || s.entries["locked"].Mode != 0 {
+		t.Errorf("types/modes: l %+v sock %+v locked %+v", s.entries["l"], s.entries["sock"], s.entries["locked"])
+	}
+	if h := s.entries["hard"]; h.Sum != ok.Sum || h.Size != 3 {
+		t.Errorf("a hard link did not take its target's contents: %+v", h)
+	}
+	big := append(listing(), mkTar(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: 2048})...)
+	if _, err := snapshotOf(context.Background(), bytes.NewReader(big), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("a file past the byte bound was read")
 	}
-	if _, _, err := parseTar(bytes.NewReader(mk(&tar.Header{Name: "a", Typeflag: tar.TypeDir}, &tar.Header{Name: "b", Typeflag: tar.TypeDir})), 1, 1024); err == nil {
+	var many [][6]string
+	for i := range maxEntries + 1 {
+		many = append(many, [6]string{"-", "d", "755", "0", "", fmt.Sprintf("./d%d", i)})
+	}
+	if _, err := snapshotOf(context.Background(), bytes.NewReader(listing(many...)), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("entries past the bound were read")
 	}
-	if _, _, err := parseTar(strings.NewReader("not a tar stream at all, but long enough to be read as a header block........"), 10, 1024); err == nil {
+	if _, err := snapshotOf(context.Background(), strings.NewReader("f\x00"), snapOpts{maxBytes: 1024}); err == nil {
+		t.Errorf("a truncated listing was read")
+	}
+	garbage := append(listing(), []byte(strings.Repeat("not a tar stream ", 40))...)
+	if _, err := snapshotOf(context.Background(), bytes.NewReader(garbage), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("garbage parsed as a tar stream")
 	}
 }
 
+// diffFixture is a baseline in a store and a snapshot.
+func diffFixture(t *testing.T, base, now map[string]string) diffIn {
+	t.Helper()
+	st, err := newBlobStore(t.TempDir(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.close)
+	entry := func(v string) *Entry {
+		switch {
+		case v == "dir":
+			return &Entry{Type: "dir", Mode: 0o755}
+		case strings.HasPrefix(v, "->"):
+			return &Entry{Type: "symlink", Target: v[2:], Mode: 0o777}
+		}
+		mode := int64(0o644)
+		if strings.HasPrefix(v, "x:") {
+			mode, v = 0o755, v[2:]
+		}
+		return &Entry{Type: "file", Mode: mode, Size: int64(len(v)), Sum: sumOf([]byte(v))}
+	}
+	in := diffIn{base: map[string]*Entry{}, now: &snapshot{entries: map[string]*Entry{}, kept: map[string][]byte{}}, unified: true}
+	for p, v := range base {
+		e := entry(v)
+		if e.Type == "file" {
+			if e.off, err = st.putBytes([]byte(strings.TrimPrefix(v, "x:"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		in.base[p] = e
+	}
+	for p, v := range now {
+		e := entry(v)
+		in.now.entries[p] = e
+		if e.Type == "file" {
+			in.now.kept[p] = []byte(strings.TrimPrefix(v, "x:"))
+		}
+	}
+	in.baseData = func(e *Entry) ([]byte, error) { return st.read(e.off, e.Size) }
+	return in
+}
+
 func TestDiff(t *testing.T) {
-	f := func(data string, mode int64) Entry { return Entry{Type: "file", Data: []byte(data), Mode: mode} }
-	base := map[string]Entry{"a": f("1\n", 0o644), "b": f("2\n", 0o644), "c": f("3\n", 0o644), "d": {Type: "dir", Mode: 0o755}, "d/e": f("x", 0o644), "l": {Type: "symlink", Target: "a"}, "bin": f("\x00", 0o644)}
-	now := map[string]Entry{"a": f("1\nmore\n", 0o644), "c": f("3\n", 0o755), "d": {Type: "dir", Mode: 0o755}, "d/e": {Type: "symlink", Target: "x"},
-		"l": {Type: "symlink", Target: "c"}, "new": f("n\n", 0o644), "bin": f("\x01", 0o644), "empty": {Type: "dir", Mode: 0o755}}
-	d := diff(base, now, true, 1<<20)
-	want := map[string]string{"a": "modified", "b": "deleted", "c": "mode", "d/e": "type", "l": "modified", "new": "added", "bin": "modified", "empty": "added"}
+	in := diffFixture(t,
+		map[string]string{"a": "1\n", "b": "2\n", "c": "3\n", "d": "dir", "d/e": "x", "l": "->a", "bin": "\x00"},
+		map[string]string{"a": "1\nmore\n", "c": "x:3\n", "d": "dir", "d/e": "->x", "l": "->c", "new": "n\n", "bin": "\x01", "empty": "dir", "con/x": "hidden\n", "bad\xff": "y"})
+	d, err := diffOf(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "modified", "b": "deleted", "c": "mode", "d/e": "type", "l": "modified", "new": "added", "bin": "modified", "empty": "added", "con/x": "added", "bad\xff": "added"}
 	got := map[string]string{}
 	for _, c := range d.Changes {
 		got[c.Path] = c.Kind
+		switch c.Path {
+		case "con/x":
+			if !strings.Contains(c.Unaddressable, "device name") {
+				t.Errorf("con/x: unaddressable %q", c.Unaddressable)
+			}
+		case "bad\xff":
+			if c.PathBase64 != "YmFk/w==" || c.Unaddressable == "" {
+				t.Errorf("a name that is not UTF-8: %+v", c)
+			}
+		}
 	}
 	for p, k := range want {
 		if got[p] != k {
-			t.Errorf("%s: %q, want %q", p, got[p], k)
+			t.Errorf("%q: %q, want %q", p, got[p], k)
 		}
 	}
 	if len(got) != len(want) {
 		t.Errorf("changes %v, want %v", got, want)
 	}
-	if s := d.Summary; s.Added != 2 || s.Modified != 3 || s.Deleted != 1 || s.Mode != 1 || s.Type != 1 {
+	if s := d.Summary; s.Added != 4 || s.Modified != 3 || s.Deleted != 1 || s.Mode != 1 || s.Type != 1 || s.Unaddressable != 2 {
 		t.Errorf("summary %+v", s)
 	}
 	for _, w := range []string{"+more", "--- a/b\n+++ /dev/null", "Binary files a/bin and b/bin differ", "old mode 0644\nnew mode 0755"} {
@@ -107,8 +212,73 @@ func TestDiff(t *testing.T) {
 			t.Errorf("unified lacks %q:\n%s", w, d.Unified)
 		}
 	}
-	if d := diff(base, now, true, 10); !d.Truncated {
-		t.Errorf("a unified diff past its bound is not marked truncated")
+}
+
+// TestDiffBounded: the host's work for a diff is bounded whatever the
+// agent made: many directories (quadratic before: 20k empty directories
+// took 18 s), long files of repeated lines (a quadratic line diff took
+// 67 s of CPU for 16k lines), files past the line-diff bound.
+func TestDiffBounded(t *testing.T) {
+	base, now := map[string]string{}, map[string]string{}
+	for i := range 60000 {
+		now[fmt.Sprintf("d%05d", i)] = "dir"
+	}
+	var x, y strings.Builder
+	for i := range 40000 {
+		fmt.Fprintf(&x, "line %d\n", i%7)
+		fmt.Fprintf(&y, "line %d\n", i%11)
+	}
+	base["long"], now["long"] = x.String(), y.String()
+	base["huge"], now["huge"] = strings.Repeat("a\n", maxLineDiff), strings.Repeat("b\n", maxLineDiff)
+	in := diffFixture(t, base, now)
+	delete(in.now.kept, "huge") // the snapshot keeps nothing past the bound
+	t0 := time.Now()
+	d, err := diffOf(context.Background(), in)
+	took := time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("60000 directories, a 40000-line file of repeated lines and a %d-byte one: %s", 2*maxLineDiff, took)
+	if took > 20*time.Second {
+		t.Errorf("the diff took %s", took)
+	}
+	if d.Summary.Added != 60000 || d.Summary.Modified != 2 {
+		t.Errorf("summary %+v", d.Summary)
+	}
+	for _, c := range d.Changes {
+		if c.Path == "huge" && c.NoLineDiff == "" {
+			t.Errorf("a file past the line-diff bound has no reason for its missing hunk: %+v", c)
+		}
+	}
+	if len(d.Unified) > maxUnified {
+		t.Errorf("unified output of %d bytes", len(d.Unified))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := diffOf(ctx, in); err == nil {
+		t.Errorf("a cancelled diff went on")
+	}
+}
+
+func TestStore(t *testing.T) {
+	st, err := newBlobStore(t.TempDir(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	a, _ := st.putBytes([]byte("hello"))
+	b, _ := st.putBytes([]byte("hello"))
+	if a != b || st.Size() != 5 {
+		t.Errorf("the same contents stored twice: %d %d size %d", a, b, st.Size())
+	}
+	if _, err := st.putBytes([]byte("world!")); err == nil {
+		t.Errorf("a put past the bound was taken")
+	}
+	if got, _ := st.read(a, 5); string(got) != "hello" {
+		t.Errorf("read %q", got)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(st.f.Name())); len(ents) != 0 {
+		t.Errorf("the store left a name behind: %v", ents)
 	}
 }
 

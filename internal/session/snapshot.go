@@ -1,0 +1,284 @@
+package session
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// A snapshot of the workspace is one command in the sandbox (snapshotScript)
+// whose standard output is a listing of every entry, made by find, followed
+// by a tar stream of the requested paths. The listing is the truth about
+// what exists, its type and its mode (tar skips sockets and cannot read
+// what the agent made unreadable); the tar stream gives the contents of
+// regular files. Both are untrusted input: parsed with bounds on entries
+// and bytes, names kept as the raw bytes they are.
+//
+// Entries the owner cannot read (a file) or enter (a directory) are made
+// readable for the copy and their modes put back after it, in reverse
+// order: no process of the agent's runs between calls (every call's
+// processes end with it), so nothing sees the change.
+const snapshotScript = `cd ` + Workspace + ` || exit 3
+chmod u+rx . 2>/dev/null
+mapfile -d '' fixed < <(find . -mindepth 1 \( -type d ! -perm -u=rx -printf 'F\0%y\0%m\0%s\0%l\0%p\0' -exec chmod u+rx {} \; \) -o \( ! -type d ! -type l ! -perm -u=r -printf 'F\0%y\0%m\0%s\0%l\0%p\0' -exec chmod u+r {} \; \) -o -printf '-\0%y\0%m\0%s\0%l\0%p\0')
+if ((${#fixed[@]})); then printf '%s\0' "${fixed[@]}"; fi
+printf '\0'
+tar -c -f - --ignore-failed-read --no-wildcards -- "$@"
+rc=$?
+for ((i=${#fixed[@]}-6; i>=0; i-=6)); do
+	if [ "${fixed[i]}" = F ]; then chmod "${fixed[i+2]}" -- "${fixed[i+5]}"; fi
+done
+exit $rc`
+
+// Entry is one thing in a workspace snapshot or a baseline.
+type Entry struct {
+	// Type is file, symlink, dir or other (a FIFO, socket or device).
+	Type string
+	// Mode is its permission bits (and setuid, setgid, sticky).
+	Mode int64
+	// Size is a file's size in bytes.
+	Size int64
+	// Sum is a file's sha256; Unread says its contents could not be read.
+	Sum    [32]byte
+	Unread bool
+	// Target is a symlink's target.
+	Target string
+	// off is where a stored file's contents start in its store.
+	off int64
+}
+
+// snapshot is the workspace (or part of it) as one snapshot saw it.
+type snapshot struct {
+	entries map[string]*Entry
+	// kept are the contents of the files keep asked for.
+	kept map[string][]byte
+	// copied is how many bytes of file contents the tar stream held.
+	copied int64
+}
+
+// snapOpts says what a snapshot keeps of the contents it reads.
+type snapOpts struct {
+	// paths are the tar stream's (default: the whole workspace).
+	paths []string
+	// keep, when set, is asked before each regular file's contents are
+	// read (name and size) whether to keep them (up to keepMax in all).
+	keep    func(name string, size int64) bool
+	keepMax int64
+	// store, when set, gets a copy of every regular file's contents.
+	store *blobStore
+	// tee, when set, gets the raw tar stream (a child's seed).
+	tee io.Writer
+	// maxBytes bounds the file contents in the tar stream.
+	maxBytes int64
+}
+
+// errTooBig says that a tar stream from the sandbox held more than allowed.
+var errTooBig = errors.New("more than the workspace can hold")
+
+// snapshotOf reads a snapshot from the script's output r.
+func snapshotOf(ctx context.Context, r io.Reader, o snapOpts) (*snapshot, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	s := &snapshot{entries: map[string]*Entry{}, kept: map[string][]byte{}}
+	if err := readListing(br, s.entries, maxEntries); err != nil {
+		return nil, err
+	}
+	var tr io.Reader = br
+	if o.tee != nil {
+		tr = io.TeeReader(br, o.tee)
+	}
+	if err := s.readTar(ctx, tr, o); err != nil {
+		return nil, err
+	}
+	// The listing is of the whole workspace; a snapshot of some paths
+	// holds what is at or below them.
+	if len(o.paths) > 0 && !(len(o.paths) == 1 && o.paths[0] == ".") {
+		for name := range s.entries {
+			if !below(name, o.paths) {
+				delete(s.entries, name)
+			}
+		}
+	}
+	return s, nil
+}
+
+// below says whether name is one of paths or inside one.
+func below(name string, paths []string) bool {
+	for _, p := range paths {
+		if name == p || strings.HasPrefix(name, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// readListing reads the find listing: records of six NUL-terminated
+// fields (fixed flag, type letter, octal mode, size, symlink target,
+// ./path), ended by an empty field.
+func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
+	field := func() (string, error) {
+		b, err := br.ReadSlice(0)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A field longer than the buffer: a path of more than 64 KiB
+			// cannot exist (PATH_MAX is 4096).
+			return "", errors.New("read the workspace: a listing field is too long")
+		}
+		if err != nil {
+			return "", fmt.Errorf("read the workspace: the listing ended early: %w", err)
+		}
+		return string(b[:len(b)-1]), nil
+	}
+	for {
+		flag, err := field()
+		if err != nil {
+			return err
+		}
+		if flag == "" {
+			return nil
+		}
+		var f [5]string
+		for i := range f {
+			if f[i], err = field(); err != nil {
+				return err
+			}
+		}
+		typ, modeS, sizeS, target, name := f[0], f[1], f[2], f[3], f[4]
+		name = strings.TrimPrefix(name, "./")
+		if name == "" || name == "." {
+			continue
+		}
+		if len(into) >= max {
+			return fmt.Errorf("read the workspace: more than %d entries", max)
+		}
+		mode, err := strconv.ParseInt(modeS, 8, 64)
+		if err != nil {
+			return fmt.Errorf("read the workspace: mode %q of %q", modeS, name)
+		}
+		e := &Entry{Mode: mode & 0o7777, Unread: true}
+		switch typ {
+		case "f":
+			e.Type = "file"
+			e.Size, _ = strconv.ParseInt(sizeS, 10, 64)
+		case "d":
+			e.Type, e.Unread = "dir", false
+		case "l":
+			e.Type, e.Target, e.Unread, e.Mode = "symlink", target, false, 0o777
+		default:
+			e.Type, e.Unread = "other", false
+		}
+		into[name] = e
+	}
+}
+
+// readTar reads the tar stream: regular files' contents are hashed (and
+// kept, stored, as asked); a hard link takes its target's.
+func (s *snapshot) readTar(ctx context.Context, r io.Reader, o snapOpts) error {
+	tr := tar.NewReader(r)
+	var kept int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h, err := tr.Next()
+		if err == io.EOF {
+			_, _ = io.Copy(io.Discard, r) // the stream's padding, for a tee
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the workspace: %w", err)
+		}
+		name := strings.TrimPrefix(strings.TrimSuffix(h.Name, "/"), "./")
+		if name == "" || name == "." {
+			continue
+		}
+		e := s.entries[name]
+		if e == nil {
+			// In the stream but not the listing: a path given to tar
+			// that find did not list (cannot happen without a process
+			// racing us); take the stream's word for it.
+			if len(s.entries) >= maxEntries {
+				return fmt.Errorf("read the workspace: more than %d entries", maxEntries)
+			}
+			e = &Entry{Mode: h.Mode & 0o7777}
+			s.entries[name] = e
+			switch h.Typeflag {
+			case tar.TypeDir:
+				e.Type = "dir"
+			case tar.TypeSymlink:
+				e.Type, e.Target = "symlink", h.Linkname
+			case tar.TypeReg, tar.TypeLink:
+				e.Type, e.Unread = "file", true
+			default:
+				e.Type = "other"
+			}
+		}
+		switch h.Typeflag {
+		case tar.TypeReg:
+			if h.Size < 0 || s.copied+h.Size > o.maxBytes {
+				return fmt.Errorf("read the workspace: %w", errTooBig)
+			}
+			keep := o.keep != nil && kept+h.Size <= o.keepMax && o.keep(name, h.Size)
+			sum, data, off, err := s.readFile(tr, h.Size, keep, o.store)
+			if err != nil {
+				return err
+			}
+			s.copied += h.Size
+			e.Type, e.Size, e.Sum, e.Unread, e.off = "file", h.Size, sum, false, off
+			if keep {
+				kept += h.Size
+				s.kept[name] = data
+			}
+		case tar.TypeLink:
+			// The same contents as a file earlier in the stream.
+			if t := s.entries[strings.TrimPrefix(h.Linkname, "./")]; t != nil && t.Type == "file" && !t.Unread {
+				e.Type, e.Size, e.Sum, e.Unread, e.off = "file", t.Size, t.Sum, false, t.off
+				if d, ok := s.kept[strings.TrimPrefix(h.Linkname, "./")]; ok {
+					s.kept[name] = d
+				}
+			}
+		}
+	}
+}
+
+// readFile hashes n bytes of r, keeping them or storing them as asked.
+func (s *snapshot) readFile(r io.Reader, n int64, keep bool, store *blobStore) (sum [32]byte, data []byte, off int64, err error) {
+	h := sha256.New()
+	var w io.Writer = h
+	var buf *bytes.Buffer
+	if keep {
+		buf = bytes.NewBuffer(make([]byte, 0, n))
+		w = io.MultiWriter(h, buf)
+	}
+	if store != nil {
+		off, err = store.put(io.TeeReader(io.LimitReader(r, n), w), n)
+	} else {
+		_, err = io.CopyN(w, r, n)
+	}
+	if err != nil {
+		return sum, nil, 0, fmt.Errorf("read the workspace: %w", err)
+	}
+	copy(sum[:], h.Sum(nil))
+	if keep {
+		data = buf.Bytes()
+	}
+	return sum, data, off, nil
+}
+
+// hasChildren returns the set of directories that have an entry below
+// them, in one pass (a directory counts in a diff only when nothing below
+// it explains it).
+func hasChildren(m map[string]*Entry) map[string]bool {
+	out := map[string]bool{}
+	for p := range m {
+		if i := strings.LastIndexByte(p, '/'); i > 0 {
+			out[p[:i]] = true
+		}
+	}
+	return out
+}
