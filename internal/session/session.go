@@ -588,8 +588,9 @@ func (s *Session) run(ctx context.Context, argv []string, dir string, stdin io.R
 		timeout = s.m.lim.ExecTimeout
 	}
 	st, err := s.box.Exec(ctx, argv, dir, stdin, stdout, stderr, timeout)
-	if err != nil && s.ctx.Err() != nil {
-		return st, fmt.Errorf("%w: %w", context.Cause(s.ctx), err)
+	if s.ctx.Err() != nil {
+		// The session ended during the call (and killed what it ran).
+		return st, context.Cause(s.ctx)
 	}
 	return st, err
 }

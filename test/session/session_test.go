@@ -104,6 +104,8 @@ type diff struct {
 		Path, Kind, Type string
 		Binary           bool
 		Target           string
+		Unaddressable    string `json:"unaddressable"`
+		NoLineDiff       string `json:"no_line_diff"`
 	} `json:"changes"`
 	Unified string `json:"unified"`
 }
