@@ -12,9 +12,10 @@
 SODA_VERSION ?= 0.1.0
 export SODA_VERSION
 
-# nfpm, pinned as a tool dependency in go.mod (its version and sums are in
-# go.mod and go.sum; go tool builds it once and caches it).
-NFPM := $(GO) tool nfpm
+# nfpm, pinned as a tool dependency in tools/go.mod, a module of its own
+# apart from the product's (its version and sums are in tools/go.mod and
+# tools/go.sum; go tool builds it once and caches it).
+NFPM := $(GO) tool -modfile=tools/go.mod nfpm
 
 DEB := dist/soda_$(SODA_VERSION)_amd64.deb
 RPM := dist/soda-$(SODA_VERSION).x86_64.rpm
@@ -25,7 +26,7 @@ PKG_MAN_PAGES := sodactl.1 soda.conf.5 soda.7 soda-mcpd.8 soda-generator.8 soda-
 PKG_MANS      := $(addprefix dist/stage/man/,$(addsuffix .gz,$(PKG_MAN_PAGES)))
 
 PKG_INPUTS := bin/soda-mcpd bin/sodactl bin/soda-sandbox-init bin/soda-generator bin/sodad bin/soda-validated $(PKG_MANS) nfpm.yaml \
-	$(wildcard units/* packaging/*/* polkit/*) README.md
+	$(wildcard units/* packaging/*/* packaging/*/*/* polkit/*) README.md
 
 .PHONY: deb rpm packages check-packages check-units
 
