@@ -110,9 +110,9 @@ bench-conformance:
 
 man: $(MANS)
 
-# go-md2man is pinned as a tool dependency in go.mod.
+# go-md2man is pinned as a tool dependency in tools/go.mod (not the product's go.mod).
 man/%: man/%.md
-	$(GO) tool go-md2man -in $< -out $@
+	$(GO) tool -modfile=tools/go.mod go-md2man -in $< -out $@
 
 clean:
 	rm -rf bin dist $(MANS)
