@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -55,6 +57,16 @@ Options:
                            targets if given; with --direct, nothing else
   --memory-max SIZE        memory of each sandbox (default 4G)
   --tasks-max N            processes and threads of each sandbox (1024)
+  --tmp-size SIZE          each sandbox's /tmp, /var/tmp and /dev/shm, one
+                           tmpfs (default 256M)
+  --home-size SIZE         each sandbox's home (default 256M). With the
+                           quota, what a sandbox can write pins at most
+                           1G of RAM by default, charged to its memory.
+                           With --profile, both are the profile's unless
+                           given
+  --store-dir DIR          where the baselines' contents are kept, in
+                           files without a name (default /var/tmp: disk,
+                           not the server's memory)
   --allow-degraded LAYERS  run without these layers where the host lacks
                            them (e.g. cgroup), as sodactl run does
   -v, --verbose            log debug lines on standard error
@@ -66,7 +78,7 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	fs := newFlagSet("sodactl sandbox mcp")
 	lim := session.DefaultLimits
 	var direct, verbose bool
-	var quota, memMax, degraded, profileName string
+	var quota, memMax, tmpSize, homeSize, degraded, profileName string
 	fs.StringVar(&profileName, "profile", "", "")
 	var allow listFlag
 	var tasksMax int64
@@ -77,6 +89,9 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	fs.DurationVar(&lim.ExecTimeout, "exec-timeout", lim.ExecTimeout, "")
 	fs.Var(&allow, "allow", "")
 	fs.StringVar(&memMax, "memory-max", "", "")
+	fs.StringVar(&tmpSize, "tmp-size", "256M", "")
+	fs.StringVar(&homeSize, "home-size", "256M", "")
+	fs.StringVar(&lim.StoreDir, "store-dir", lim.StoreDir, "")
 	fs.Int64Var(&tasksMax, "tasks-max", 0, "")
 	fs.StringVar(&degraded, "allow-degraded", "", "")
 	fs.BoolVar(&verbose, "verbose", false, "")
@@ -119,6 +134,15 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		return usagef("sodactl sandbox mcp", "--memory-max: %v", err)
 	}
 	tmpl.Limits.TasksMax = tasksMax
+	if tmpl.Limits.TmpSize, err = parseSize(tmpSize); err != nil || tmpl.Limits.TmpSize < 1<<20 {
+		return usagef("sodactl sandbox mcp", "--tmp-size %q: want a size of at least 1M", tmpSize)
+	}
+	if tmpl.Limits.HomeSize, err = parseSize(homeSize); err != nil || tmpl.Limits.HomeSize < 1<<20 {
+		return usagef("sodactl sandbox mcp", "--home-size %q: want a size of at least 1M", homeSize)
+	}
+	if err := checkStoreDir(lim.StoreDir); err != nil {
+		return usagef("sodactl sandbox mcp", "--store-dir: %v", err)
+	}
 	if degraded != "" {
 		if tmpl.AllowDegraded, err = sandbox.ParseLayers(degraded); err != nil {
 			return usagef("sodactl sandbox mcp", "--allow-degraded: %v", err)
@@ -145,6 +169,16 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		// The profile's allow-list, unless --allow narrows it; no MCP
 		// servers (a session runs commands, not an agent).
 		spec := sodadclient.Spec{MCP: []string{}, MemoryMax: uint64(tmpl.Limits.MemoryMax), TasksMax: uint64(tasksMax)}
+		// The sizes of /tmp and the home are the profile's unless given:
+		// a request above its ceilings would be refused.
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "tmp-size":
+				spec.TmpSize = uint64(tmpl.Limits.TmpSize)
+			case "home-size":
+				spec.HomeSize = uint64(tmpl.Limits.HomeSize)
+			}
+		})
 		if len(allow) > 0 {
 			spec.Allow, spec.AllowPrivate = []string{}, []string{}
 			for _, g := range tmpl.Egress.Allow {
@@ -178,6 +212,7 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	}
 	server := sessionmcp.NewServer(mgr, mode, version.Version)
 	log.Info("sandbox MCP server ready", "backend", mode, "profile", profileName, "max_sandboxes", lim.MaxSessions, "quota", lim.Quota,
+		"tmp_size", tmpl.Limits.TmpSize, "home_size", tmpl.Limits.HomeSize, "store_dir", lim.StoreDir,
 		"idle_expiry", lim.IdleExpiry, "exec_timeout", lim.ExecTimeout, "network", !tmpl.NoNetwork)
 	// stdiorpc answers a malformed frame and goes on: one bad line must
 	// not end every session of the server.
@@ -189,4 +224,15 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		return fmt.Errorf("sandbox MCP server: %w", err)
 	}
 	return nil
+}
+
+// checkStoreDir checks that dir can hold the baselines: a directory where
+// this process may make a file.
+func checkStoreDir(dir string) error {
+	f, err := os.CreateTemp(dir, ".soda-store-check-")
+	if err != nil {
+		return fmt.Errorf("%s cannot hold the baselines (%w): give a writable directory on disk", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
