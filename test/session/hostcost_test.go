@@ -342,3 +342,62 @@ func (p *rawPeer) read() rawMsg {
 	}
 	return m
 }
+
+// shmemKiB is the host's tmpfs and shared memory (/proc/meminfo Shmem):
+// what a sandbox's RAM-backed files pin.
+func shmemKiB(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Shmem:"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no Shmem in /proc/meminfo")
+	return 0
+}
+
+// TestIdleSessionPins: everything one session can write in RAM, together,
+// pins at most 1 GiB of host memory once its exec returned (the default
+// limits). Before, /tmp, /var/tmp and the home were 1 GiB tmpfs each and
+// /dev/shm 257 MiB, outside the 512 MiB workspace quota: one session
+// pinned 3.8 GiB. The attack fills every writable place, SysV shared
+// memory included, and leaves.
+func TestIdleSessionPins(t *testing.T) {
+	cs, _ := server(t)
+	r, _ := must(t, cs, "sandbox_create", nil)
+	id := r.SandboxID
+	before := shmemKiB(t)
+	fill := `for d in /workspace /tmp /var/tmp /dev/shm "$HOME"; do head -c 4G /dev/zero > "$d/fill" 2>/dev/null; done
+python3 -c '
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.restype = ctypes.c_int
+libc.shmat.restype = ctypes.c_void_p
+for i in range(8):
+    sid = libc.shmget(0, ctypes.c_size_t(512 << 20), 0o1600)
+    if sid < 0:
+        break
+    p = libc.shmat(sid, None, 0)
+    if p in (None, ctypes.c_void_p(-1).value):
+        break
+    ctypes.memset(p, 1, 512 << 20)
+' 2>/dev/null
+du -sck /workspace /tmp /var/tmp /dev/shm "$HOME" 2>/dev/null | tail -1; true`
+	r, _ = must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": fill, "timeout_seconds": 120})
+	time.Sleep(time.Second)
+	pinned := (shmemKiB(t) - before) >> 10
+	t.Logf("one idle session after filling its workspace, /tmp, /var/tmp, /dev/shm, its home and SysV shared memory: %d MiB of host memory pinned (du in the sandbox: %s)", pinned, strings.TrimSpace(r.Exec.Stdout))
+	if pinned > 1024+64 {
+		t.Errorf("one idle session pins %d MiB, want at most 1 GiB", pinned)
+	}
+	must(t, cs, "sandbox_close", map[string]any{"sandbox_id": id})
+	time.Sleep(500 * time.Millisecond)
+	if left := (shmemKiB(t) - before) >> 10; left > 64 {
+		t.Errorf("%d MiB still pinned after sandbox_close", left)
+	}
+}
