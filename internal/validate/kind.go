@@ -42,6 +42,10 @@ type Kind struct {
 	// Command is the validator's absolute path and fixed arguments, with
 	// FilesArg where the files go.
 	Command []string
+	// EndOfOptions is put right before the files in the validator's argv
+	// (DefaultEndOfOptions; "" for a validator that has no such marker):
+	// nothing after it is read as an option.
+	EndOfOptions string
 	// Files are the patterns a file's base name must match (*.sh).
 	Files []string
 	// Output is the format of the validator's diagnostics.
@@ -63,6 +67,10 @@ type Kind struct {
 	CPUPercent uint64
 	Deadline   time.Duration
 }
+
+// DefaultEndOfOptions is the end-of-options marker of getopt and most
+// validators.
+const DefaultEndOfOptions = "--"
 
 // Defaults of a kind's limits (issue 14).
 const (
@@ -92,7 +100,7 @@ func ParseKind(file, name string, data []byte) (*Kind, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	k := &Kind{Name: name, Path: file, Digest: hex.EncodeToString(sum[:]), Output: OutputGCC, ValidExit: []int{0}, InvalidExit: []int{1},
+	k := &Kind{Name: name, Path: file, Digest: hex.EncodeToString(sum[:]), EndOfOptions: DefaultEndOfOptions, Output: OutputGCC, ValidExit: []int{0}, InvalidExit: []int{1},
 		MemoryMax: DefaultMemoryMax, TasksMax: DefaultTasksMax, CPUPercent: DefaultCPUPercent, Deadline: DefaultDeadline}
 	for _, o := range opts {
 		fail := func(err error) error { return &config.Error{File: file, Line: o.Line, Key: o.Key(), Err: err} }
@@ -107,6 +115,8 @@ func ParseKind(file, name string, data []byte) (*Kind, error) {
 		return nil, &config.Error{File: file, Key: "Validator.ExecStart", Err: fmt.Errorf("no %s argument: the files would not be passed", FilesArg)}
 	case len(k.Files) == 0:
 		return nil, &config.Error{File: file, Key: "Validator.Files", Err: errors.New("no file pattern: every file would be refused")}
+	case k.EndOfOptions != "" && k.Command[len(k.Command)-1] != FilesArg:
+		return nil, &config.Error{File: file, Key: "Validator.ExecStart", Err: fmt.Errorf("an argument after %s would follow the end of options (%s) and be read as a file: put it before %s, or set EndOfOptions= empty", FilesArg, k.EndOfOptions, FilesArg)}
 	}
 	return k, nil
 }
@@ -128,6 +138,11 @@ func (k *Kind) apply(o config.Option) error {
 			}
 		}
 		k.Command = argv
+	case "Validator.EndOfOptions":
+		if v != "" && (!strings.HasPrefix(v, "-") || strings.ContainsAny(v, " \t")) {
+			return fmt.Errorf("%q: one argument that begins with - (such as --), or empty for none", v)
+		}
+		k.EndOfOptions = v
 	case "Validator.Files":
 		for _, p := range strings.Fields(v) {
 			if _, err := path.Match(p, "x"); err != nil || strings.Contains(p, "/") {
@@ -198,9 +213,26 @@ func (k *Kind) apply(o config.Option) error {
 		}
 		k.Deadline = d
 	default:
-		return errors.New("unknown key (known: Validator.ExecStart, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline)")
+		return errors.New("unknown key (known: Validator.ExecStart, EndOfOptions, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline)")
 	}
 	return nil
+}
+
+// argv is the validator's command line for the files names: Command with
+// FilesArg replaced by EndOfOptions (when set) and the names.
+func (k *Kind) argv(names []string) []string {
+	var argv []string
+	for _, a := range k.Command {
+		if a != FilesArg {
+			argv = append(argv, a)
+			continue
+		}
+		if k.EndOfOptions != "" {
+			argv = append(argv, k.EndOfOptions)
+		}
+		argv = append(argv, names...)
+	}
+	return argv
 }
 
 // fileDigest is the sha256 of the file at p.

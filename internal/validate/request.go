@@ -31,7 +31,7 @@ func (e *RefusedError) Error() string { return "refused: " + e.Reason }
 // CheckFiles checks a request against k before anything is allocated:
 // 1 to MaxFiles files, each at most MaxFileBytes of UTF-8 and MaxAllBytes
 // in all, portable relative names (session.CheckPath) of at most 255
-// bytes, no two equal or one inside another when case is ignored, each
+// bytes with no segment beginning with "-", no two equal or one inside another when case is ignored, each
 // matching the kind's patterns.
 func CheckFiles(k *Kind, files []File) error {
 	refuse := func(f string, a ...any) error { return &RefusedError{Reason: fmt.Sprintf(f, a...)} }
@@ -46,6 +46,14 @@ func CheckFiles(k *Kind, files []File) error {
 		}
 		if err := session.CheckPath(f.Path); err != nil {
 			return refuse("%v", err)
+		}
+		// A name is never an option: the validator's argv has an
+		// end-of-options marker before the files, but not every
+		// validator has one, and some pass names on to other tools.
+		for seg := range strings.SplitSeq(f.Path, "/") {
+			if strings.HasPrefix(seg, "-") {
+				return refuse("path %q: a segment begins with \"-\" (it could be read as an option)", f.Path)
+			}
 		}
 		if len(f.Content) > MaxFileBytes {
 			return refuse("%s: %d bytes, at most %d per file", f.Path, len(f.Content), MaxFileBytes)

@@ -22,6 +22,9 @@ func TestParseKind(t *testing.T) {
 		{"bad cpu", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nCPUQuota=100\n", "percentage"},
 		{"public listener", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Listener]\nListen=0.0.0.0:1\n", "loopback"},
 		{"unknown key", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nPlugin=evil\n", "unknown key"},
+		{"end of options with an argument after the files", "[Validator]\nExecStart=/usr/bin/x %FILES% --late\nFiles=*.sh\n", "after " + FilesArg},
+		{"end of options that is no option", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nEndOfOptions=end\n", "begins with -"},
+		{"no end of options, an argument after the files", "[Validator]\nExecStart=/usr/bin/x %FILES% --late\nFiles=*.sh\nEndOfOptions=\n[Limits]\nMemoryMax=512M\n", ""},
 	}
 	for _, tc := range tests {
 		k, err := ParseKind("/etc/soda/validate/k.conf", "k", []byte(tc.conf))
@@ -49,6 +52,11 @@ func TestCheckFiles(t *testing.T) {
 		"overlap":       {{Path: "Lib", Content: ""}, {Path: "lib/b.sh", Content: ""}},
 		"dotdot":        {{Path: "a/../b.sh"}},
 		"pattern":       {{Path: "a.py"}},
+		// Options, not names: each would reach the validator's argv.
+		"an option as a name":       {{Path: "--enable=all,x.sh"}},
+		"a short option":            {{Path: "-x/a.sh"}},
+		"a dash in a later segment": {{Path: "src/-x.sh"}},
+		"a lone dash":               {{Path: "-"}},
 	} {
 		if err := CheckFiles(k, files); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -91,5 +99,32 @@ func TestDigestsAndStatement(t *testing.T) {
 	v.Completed, v.Verdict = false, nil
 	if st := statement(v, k); st.Predicate.Result != "fail" || len(st.Predicate.FailedTests) != 1 {
 		t.Errorf("statement of no verdict: %+v", st)
+	}
+}
+
+// TestArgv: the files come after the kind's end-of-options marker, so
+// that no name can be read as an option even if one starting with "-"
+// got past CheckFiles; an empty marker leaves it out.
+func TestArgv(t *testing.T) {
+	for _, tc := range []struct {
+		name, eoo string
+		command   []string
+		want      string
+	}{
+		{"default marker", "--", []string{"/usr/bin/shellcheck", "--format=gcc", FilesArg}, "/usr/bin/shellcheck --format=gcc -- a.sh -b.sh"},
+		{"no marker", "", []string{"/usr/bin/node", "tsc", "--noEmit", FilesArg}, "/usr/bin/node tsc --noEmit a.sh -b.sh"},
+		{"own marker", "--end-of-options", []string{"/usr/bin/x", FilesArg}, "/usr/bin/x --end-of-options a.sh -b.sh"},
+		{"no marker, argument after", "", []string{"/usr/bin/x", FilesArg, "--late"}, "/usr/bin/x a.sh -b.sh --late"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &Kind{Command: tc.command, EndOfOptions: tc.eoo}
+			if got := strings.Join(k.argv([]string{"a.sh", "-b.sh"}), " "); got != tc.want {
+				t.Errorf("argv %q, want %q", got, tc.want)
+			}
+		})
+	}
+	k, err := ParseKind("/etc/soda/validate/k.conf", "k", []byte("[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n"))
+	if err != nil || k.EndOfOptions != "--" {
+		t.Errorf("default EndOfOptions: %+v %v, want --", k, err)
 	}
 }

@@ -224,14 +224,7 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the sources could not be written into the sandbox: %v %s", err, strings.TrimSpace(tarErr.String()))})
 		return v, nil
 	}
-	var argv []string
-	for _, a := range k.Command {
-		if a == FilesArg {
-			argv = append(argv, names...)
-		} else {
-			argv = append(argv, a)
-		}
-	}
+	argv := k.argv(names)
 	var out limitedBuffer
 	out.max = 256 << 10
 	// An explicit cancellation (or the session's end) retires the work:

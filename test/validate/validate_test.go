@@ -208,6 +208,7 @@ func TestTypeScript(t *testing.T) {
 	ts, _ = filepath.Abs(ts)
 	cs, _ := worker(t, "tsc", fmt.Sprintf(`[Validator]
 ExecStart=/usr/bin/node %s/bin/tsc --noEmit --pretty false --strict --target es2022 %%FILES%%
+EndOfOptions=
 Files=*.ts
 Output=tsc
 InvalidExit=1 2
@@ -387,4 +388,47 @@ func secondIn(confDir, state string, extra ...string) (string, error) {
 	cmd.Stdin = strings.NewReader("")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestFlagInjection: a file name that is an option never reaches the
+// validator's argv as one. With the real shellcheck, a clean script named
+// --enable=all,x.sh (which turned a valid verdict into invalid) and one
+// named -x/a.sh (which crashed shellcheck) are refused before anything
+// runs; and the kind's end-of-options marker reaches the validator right
+// before the files.
+func TestFlagInjection(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/shellcheck"); err != nil {
+		t.Fatalf("shellcheck is not installed (.ci/run installs it): %v", err)
+	}
+	cs, _ := worker(t, "shellcheck", shellcheckConf)
+	// Clean by default; invalid under shellcheck's optional checks (SC2250).
+	clean := "#!/bin/bash\nset -eu\necho \"hello $HOME\"\n"
+	for _, name := range []string{"--enable=all,x.sh", "-x/a.sh", "src/-o.sh"} {
+		v, text, isErr := validate(t, cs, [2]string{"ok.sh", clean}, [2]string{name, clean})
+		if !isErr || !strings.Contains(text, "refused") || !strings.Contains(text, `"-"`) {
+			t.Errorf("%s: isError %v, status %q: %s; want refused (a name starting with \"-\")", name, isErr, v.Status, text)
+		}
+	}
+	// The same clean script under a plain name is valid: the refusals
+	// above are about the names.
+	if v, text, _ := validate(t, cs, [2]string{"x.sh", clean}); v.Verdict == nil || *v.Verdict != "valid" {
+		t.Fatalf("the clean script: %+v\n%s", v, text)
+	}
+
+	// What the validator receives: sh -c puts the first argument after
+	// the script in $0, the rest in $@.
+	argvConf := `[Validator]
+ExecStart=/bin/sh -c "echo \"a.sh:1:1: error: argv $0 $*\"; exit 1" %FILES%
+Files=*.sh
+`
+	cs, _ = worker(t, "argv", argvConf)
+	v, text, _ := validate(t, cs, [2]string{"a.sh", "true\n"}, [2]string{"b.sh", "true\n"})
+	if len(v.Diagnostics) != 1 || v.Diagnostics[0].Message != "argv -- a.sh b.sh" {
+		t.Errorf("the validator's argv: %+v\n%s; want the files after --", v.Diagnostics, text)
+	}
+	cs, _ = worker(t, "argv", argvConf+"EndOfOptions=\n")
+	v, text, _ = validate(t, cs, [2]string{"a.sh", "true\n"}, [2]string{"b.sh", "true\n"})
+	if len(v.Diagnostics) != 1 || v.Diagnostics[0].Message != "argv a.sh b.sh" {
+		t.Errorf("the validator's argv with EndOfOptions= empty: %+v\n%s; want the files alone", v.Diagnostics, text)
+	}
 }
