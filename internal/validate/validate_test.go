@@ -43,24 +43,50 @@ func TestParseKind(t *testing.T) {
 
 func TestCheckFiles(t *testing.T) {
 	k := &Kind{Name: "sh", Files: []string{"*.sh"}}
-	ok := []File{{Path: "a.sh", Content: "echo"}, {Path: "lib/b.sh", Content: ""}}
+	ok := []File{{Path: "a.sh", Content: "echo"}, {Path: "lib/b.sh", Content: ""}, {Path: "é/ß.sh", Content: "‮ in text is text"}}
 	if err := CheckFiles(k, ok); err != nil {
 		t.Errorf("good files: %v", err)
 	}
-	for name, files := range map[string][]File{
-		"invalid UTF-8": {{Path: "a.sh", Content: "\xff"}},
-		"overlap":       {{Path: "Lib", Content: ""}, {Path: "lib/b.sh", Content: ""}},
-		"dotdot":        {{Path: "a/../b.sh"}},
-		"pattern":       {{Path: "a.py"}},
+	for _, tc := range []struct {
+		name  string
+		files []File
+		want  string // in the refusal
+	}{
+		{"invalid UTF-8", []File{{Path: "a.sh", Content: "\xff"}}, "not UTF-8"},
+		{"overlap", []File{{Path: "Lib.sh", Content: ""}, {Path: "lib.sh/b.sh", Content: ""}}, "overlap"},
+		{"dotdot", []File{{Path: "a/../b.sh"}}, ".."},
+		{"pattern", []File{{Path: "a.py"}}, "takes only"},
 		// Options, not names: each would reach the validator's argv.
-		"an option as a name":       {{Path: "--enable=all,x.sh"}},
-		"a short option":            {{Path: "-x/a.sh"}},
-		"a dash in a later segment": {{Path: "src/-x.sh"}},
-		"a lone dash":               {{Path: "-"}},
+		{"an option as a name", []File{{Path: "--enable=all,x.sh"}}, `begins with "-"`},
+		{"a short option", []File{{Path: "-x/a.sh"}}, `begins with "-"`},
+		{"a dash in a later segment", []File{{Path: "src/-x.sh"}}, `begins with "-"`},
+		{"a lone dash", []File{{Path: "-"}}, `begins with "-"`},
+		// Characters that hide what a name says.
+		{"a C1 control (NEL)", []File{{Path: "a\u0085.sh"}}, "U+0085"},
+		{"a C1 control (CSI)", []File{{Path: "a\u009b.sh"}}, "U+009B"},
+		{"the first C1 control", []File{{Path: "a\u0080.sh"}}, "U+0080"},
+		{"the last C1 control", []File{{Path: "a\u009f.sh"}}, "U+009F"},
+		{"a bidi embedding (LRE)", []File{{Path: "a\u202a.sh"}}, "U+202A"},
+		{"a bidi override (RLO)", []File{{Path: "a\u202egs.sh"}}, "U+202E"},
+		{"a bidi isolate (LRI)", []File{{Path: "a\u2066.sh"}}, "U+2066"},
+		{"a bidi isolate end (PDI)", []File{{Path: "a\u2069.sh"}}, "U+2069"},
+		{"a left-to-right mark", []File{{Path: "a\u200e.sh"}}, "U+200E"},
+		{"a right-to-left mark", []File{{Path: "a\u200f.sh"}}, "U+200F"},
+		{"an Arabic letter mark", []File{{Path: "a\u061c.sh"}}, "U+061C"},
+		// Names that fold to one: Unicode case folding, not ToLower.
+		{"long s and s", []File{{Path: "\u017f.sh"}, {Path: "s.sh"}}, "overlap"},
+		{"long s and S", []File{{Path: "S.sh"}, {Path: "\u017f.sh"}}, "overlap"},
+		{"Kelvin sign and k", []File{{Path: "\u212a.sh"}, {Path: "k.sh"}}, "overlap"},
+		{"Kelvin sign and K", []File{{Path: "\u212a.sh"}, {Path: "K.sh"}}, "overlap"},
+		{"long s in a directory", []File{{Path: "\u017frc/a.sh"}, {Path: "SRC/a.sh"}}, "overlap"},
+		{"long s, a directory and a file", []File{{Path: "\u017frc.sh/a.sh"}, {Path: "src.sh"}}, "overlap"},
 	} {
-		if err := CheckFiles(k, files); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckFiles(k, tc.files)
+			if err == nil || !IsRefusal(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("CheckFiles(%q) = %v, want a refusal saying %q", tc.files, err, tc.want)
+			}
+		})
 	}
 }
 

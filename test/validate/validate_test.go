@@ -247,6 +247,10 @@ func TestRefusals(t *testing.T) {
 		{"too much", [][2]string{{"1.sh", big[:60000]}, {"2.sh", big[:60000]}, {"3.sh", big[:60000]}, {"4.sh", big[:60000]}, {"5.sh", big[:60000]}}, "in all"},
 		{"pattern", [][2]string{{"a.py", ""}}, "takes only"},
 		{"long name", [][2]string{{strings.Repeat("a", 300) + ".sh", ""}}, "at most 255"},
+		{"long s and s", [][2]string{{"\u017f.sh", ""}, {"s.sh", ""}}, "overlap"},
+		{"Kelvin sign and k", [][2]string{{"\u212a.sh", ""}, {"k.sh", ""}}, "overlap"},
+		{"C1 control", [][2]string{{"a\u0085.sh", ""}}, "U+0085"},
+		{"bidi override", [][2]string{{"a\u202egs.sh", ""}}, "U+202E"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
