@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,11 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/stdiorpc"
 	"github.com/soda-project/soda/internal/validate"
 	"github.com/soda-project/soda/internal/version"
 )
@@ -175,13 +175,13 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	if o.transport == "http" {
 		return serveHTTP(ctx, log, server, calls, w, o.listen, o.tokenFile, reg)
 	}
-	err = server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}})
-	if err != nil && ctx.Err() == nil && err != io.EOF {
+	// One bad frame is answered with a JSON-RPC error and skipped, never
+	// the end of the session; frames are checked on their raw bytes
+	// (UTF-8, lone surrogates, depth) before decoding, and bounded as an
+	// HTTP body is.
+	err = server.Run(ctx, &stdiorpc.Transport{Reader: stdin, Writer: stdout, MaxFrame: maxBodyBytes, Log: log})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	return nil
 }
-
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
