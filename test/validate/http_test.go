@@ -3,7 +3,9 @@ package validate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -455,5 +457,70 @@ func TestBodyReaders(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a 17th request while 16 send their bodies: %d, want 503", resp.StatusCode)
+	}
+}
+
+// TestHTTPMalformedUnicode: a POST body is checked on its raw bytes before
+// the SDK decodes it: a lone surrogate escape or a raw 0xFF in a call's
+// content (which encoding/json would turn into U+FFFD, validated and
+// attested) is answered 400 with a JSON-RPC parse error, and nothing
+// runs; the session goes on.
+func TestHTTPMalformedUnicode(t *testing.T) {
+	requireSandbox(t)
+	w := startHTTP(t, t.TempDir(), "sh", "[Validator]\nExecStart=/bin/sh -c \"exit 0\" %FILES%\nFiles=*.sh\n")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", w.stderr.String())
+		}
+	})
+	post := func(sid, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", w.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+w.tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if sid == "" {
+			return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+		}
+		return resp.StatusCode, string(b)
+	}
+	code, sid := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if code != 200 || sid == "" {
+		t.Fatalf("initialize: %d, session %q", code, sid)
+	}
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	call := func(content string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"validate","arguments":{"files":[{"path":"a.sh","content":"` + content + `"}]}}}`
+	}
+	for _, c := range []struct{ name, body string }{
+		{"a lone high surrogate", call(`echo \ud800`)},
+		{"a lone low surrogate", call(`echo \udfff`)},
+		{"a raw 0xFF", call("echo \xff")},
+		{"not JSON", `{"jsonrpc":`},
+	} {
+		code, body := post(sid, c.body)
+		var resp rpcResponse
+		if err := json.Unmarshal([]byte(body), &resp); code != 400 || err != nil || resp.Error == nil || resp.Error.Code != -32700 || resp.Result != nil {
+			t.Errorf("%s: %d %.300s, want 400 with a JSON-RPC parse error", c.name, code, body)
+		}
+	}
+	// Nothing ran: no call was counted.
+	sample := top.Read(context.Background(), http.DefaultClient, []top.Source{{Name: "sh", URL: "http://" + w.addr + "/metrics", Token: w.tok}})
+	if fams := sample.Fams[0]; fams == nil || fams.Sum("soda_validate_calls_total", "status", "valid") != 0 {
+		t.Errorf("a malformed body was validated: %v %v", sample.Errs, fams)
+	}
+	// The session goes on: a good call with a surrogate pair is valid.
+	if code, body := post(sid, call(`echo \ud83d\ude00`)); code != 200 || !strings.Contains(body, `\"verdict\":\"valid\"`) && !strings.Contains(body, `"verdict":"valid"`) {
+		t.Errorf("a good call after the malformed ones: %d %.400s", code, body)
 	}
 }

@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/metrics"
+	"github.com/soda-project/soda/internal/stdiorpc"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/token"
 	"github.com/soda-project/soda/internal/validate"
@@ -85,6 +87,19 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 				http.Error(rw, fmt.Sprintf("request body: %v (at most %d bytes)", err, maxBodyBytes), http.StatusRequestEntityTooLarge)
 				return
 			}
+			// The raw bytes, before the SDK decodes them: encoding/json
+			// would turn invalid UTF-8 and lone surrogates into U+FFFD,
+			// and the verdict would attest text the client never sent.
+			if err := stdiorpc.CheckFrame(body, stdiorpc.DefaultMaxDepth); err != nil {
+				code := int64(jsonrpc.CodeParseError)
+				var fe *stdiorpc.FrameError
+				if errors.As(err, &fe) && fe.Invalid {
+					code = jsonrpc.CodeInvalidRequest
+				}
+				log.Warn("refused a request body", "code", code, "why", err.Error())
+				writeRPCError(rw, http.StatusBadRequest, code, "request body refused: "+err.Error())
+				return
+			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if r.Header.Get("Mcp-Session-Id") == "" && isInitialize(body) && sessions(server) >= maxSessions {
 				rw.Header().Set("Retry-After", "5")
@@ -135,6 +150,19 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return front.Shutdown(sctx)
+}
+
+// writeRPCError answers a request that was not processed with a JSON-RPC
+// error response (id null: the request's id was not read) and status.
+func writeRPCError(rw http.ResponseWriter, status int, code int64, msg string) {
+	b, _ := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      *int           `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", nil, &jsonrpc.Error{Code: code, Message: msg}})
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(status)
+	_, _ = rw.Write(append(b, '\n'))
 }
 
 // isInitialize reports whether a JSON-RPC body (a message or a batch)
