@@ -147,7 +147,9 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		w.Close(cctx) // waits for a call in progress and its clean-up
+		if err := w.Close(cctx); err != nil { // waits for a call in progress and its clean-up
+			log.Error("stop the worker", "err", err)
+		}
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
