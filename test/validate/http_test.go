@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -437,12 +439,15 @@ func TestBodyReaders(t *testing.T) {
 	w := startHTTP(t, t.TempDir(), "shellcheck", shellcheckConf)
 	addr, tok := w.addr, w.tok
 	// 16 slow senders: headers, then a body that never finishes.
+	var slow []net.Conn
+	t0 := time.Now()
 	for i := 0; i < 16; i++ {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		slow = append(slow, c)
 		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{", addr, tok)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -457,6 +462,13 @@ func TestBodyReaders(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a 17th request while 16 send their bodies: %d, want 503", resp.StatusCode)
+	}
+	// A body not sent within 10 s is cut and answered 408 (a timeout, not
+	// a body too large).
+	_ = slow[0].SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err := bufio.NewReader(slow[0]).ReadString('\n')
+	if d := time.Since(t0); err != nil || !strings.HasPrefix(line, "HTTP/1.1 408") || d < 9*time.Second {
+		t.Errorf("a body still unsent after 10 s: %q %v after %s, want 408 after about 10 s", line, err, d)
 	}
 }
 
@@ -607,5 +619,124 @@ func TestCleanupFailurePoisons(t *testing.T) {
 			t.Fatal("/ready is not 200 after --reconcile")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// rawPost posts body to the worker's /mcp (with sid when not empty) and
+// returns the status, the session id it gave and the body.
+func (w *httpWorker) rawPost(t testing.TB, sid, body string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", w.url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+w.tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+}
+
+const rawInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// TestSessionCapConcurrent: 16 initialize requests at once admit exactly
+// 8 sessions (a slot is reserved before the SDK sees the request, counting
+// sessions still initializing), the others get 503; once the 8 are
+// deleted, 8 more are admitted. Three rounds.
+func TestSessionCapConcurrent(t *testing.T) {
+	requireSandbox(t)
+	w := startHTTP(t, t.TempDir(), "sh", "[Validator]\nExecStart=/bin/sh -c \"exit 0\" %FILES%\nFiles=*.sh\n")
+	for round := range 3 {
+		var mu sync.Mutex
+		var sids []string
+		refused := 0
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				code, sid, body := w.rawPost(t, "", rawInit)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case code == 200 && sid != "":
+					sids = append(sids, sid)
+				case code == 503:
+					refused++
+				default:
+					t.Errorf("an initialize: %d %q", code, body)
+				}
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		if len(sids) != 8 || refused != 8 {
+			t.Errorf("round %d: 16 concurrent initialize requests admitted %d sessions and refused %d; want 8 and 8", round, len(sids), refused)
+		}
+		for _, sid := range sids {
+			req, _ := http.NewRequest("DELETE", w.url, nil)
+			req.Header.Set("Authorization", "Bearer "+w.tok)
+			req.Header.Set("Mcp-Session-Id", sid)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+}
+
+// TestSessionIdleExpiry: with --session-idle 2s (15 min by default), a
+// session unused for longer is gone (404) and its slot is free again; a
+// call that runs longer than the idle time does not expire its session.
+func TestSessionIdleExpiry(t *testing.T) {
+	requireSandbox(t)
+	w := startHTTP(t, t.TempDir(), "slow", "[Validator]\nExecStart=/bin/sh -c \"sleep 4; exit 0\" %FILES%\nFiles=*.sh\n", "--session-idle", "2s")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", w.stderr.String())
+		}
+	})
+	var sids []string
+	for i := range 8 {
+		code, sid, body := w.rawPost(t, "", rawInit)
+		if code != 200 || sid == "" {
+			t.Fatalf("initialize %d: %d %s", i, code, body)
+		}
+		sids = append(sids, sid)
+	}
+	if code, _, _ := w.rawPost(t, "", rawInit); code != 503 {
+		t.Fatalf("a 9th session: %d, want 503", code)
+	}
+	// One session works through a call of 4 s, twice the idle time.
+	busy := sids[0]
+	w.rawPost(t, busy, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	code, _, body := w.rawPost(t, busy, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"validate","arguments":{"files":[{"path":"a.sh","content":"true\n"}]}}}`)
+	if code != 200 || !strings.Contains(body, `"verdict":"valid"`) {
+		t.Fatalf("a call of 4 s: %d %.300s", code, body)
+	}
+	if code, _, body := w.rawPost(t, busy, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); code != 200 {
+		t.Errorf("the session that ran a call longer than the idle time: %d %s, want it alive", code, body)
+	}
+	// The others were idle for 4 s: gone.
+	for _, sid := range sids[1:] {
+		if code, _, _ := w.rawPost(t, sid, `{"jsonrpc":"2.0","id":4,"method":"ping"}`); code != 404 {
+			t.Errorf("a session idle for 4 s with --session-idle 2s: %d, want 404", code)
+		}
+	}
+	// Their slots are free: 7 more sessions are admitted, the 9th not.
+	for i := range 7 {
+		if code, _, body := w.rawPost(t, "", rawInit); code != 200 {
+			t.Fatalf("initialize %d after the idle ones expired: %d %s", i, code, body)
+		}
+	}
+	if code, _, _ := w.rawPost(t, "", rawInit); code != 503 {
+		t.Errorf("a 9th session: %d, want 503", code)
 	}
 }

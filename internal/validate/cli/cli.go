@@ -40,6 +40,8 @@ Options:
   --listen 127.0.0.1:PORT  the loopback address (http without systemd)
   --token-file FILE        the bearer token (default STATE/KIND/token, made
                            on the first start)
+  --session-idle DURATION  close an HTTP session unused this long (default
+                           15m; a call in progress is use)
   --allow-degraded LAYERS  run without these sandbox layers where the host
                            lacks them (e.g. cgroup: then no limits)
   --metrics-textfile       also write the Prometheus metrics every 5 s to
@@ -62,6 +64,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("token-file", "", "")
 	degraded := fs.String("allow-degraded", "", "")
 	textfile := fs.Bool("metrics-textfile", false, "")
+	sessionIdle := fs.Duration("session-idle", DefaultSessionIdle, "")
 	verbose := fs.Bool("verbose", false, "")
 	fs.BoolVar(verbose, "v", false, "")
 	showVersion := fs.Bool("version", false, "")
@@ -86,7 +89,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o := opts{kind: fs.Arg(0), dir: *dir, stateDir: *stateDir, degraded: *degraded, reconcile: *reconcile,
-		transport: *transport, listen: *listen, tokenFile: *tokenFile, textfile: *textfile}
+		transport: *transport, listen: *listen, tokenFile: *tokenFile, textfile: *textfile, sessionIdle: *sessionIdle}
+	if o.sessionIdle <= 0 {
+		fmt.Fprintf(stderr, "soda-validated: --session-idle %s: a positive duration such as 15m\n", *sessionIdle)
+		return 2
+	}
 	if o.tokenFile == "" {
 		o.tokenFile = filepath.Join(o.stateDir, o.kind, "token")
 	}
@@ -102,6 +109,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type opts struct {
 	kind, dir, stateDir, degraded, transport, listen, tokenFile string
 	reconcile, textfile                                         bool
+	sessionIdle                                                 time.Duration
 }
 
 func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
@@ -175,7 +183,7 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 		}()
 	}
 	if o.transport == "http" {
-		return serveHTTP(ctx, log, server, calls, w, o.listen, o.tokenFile, reg)
+		return serveHTTP(ctx, log, server, calls, w, o, reg)
 	}
 	// One bad frame is answered with a JSON-RPC error and skipped, never
 	// the end of the session; frames are checked on their raw bytes

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -31,14 +32,71 @@ const (
 	maxBodyBytes   = 2 << 20
 	maxBodyReaders = 16
 	maxSessions    = 8
-	sessionIdle    = 15 * time.Minute
+	// DefaultSessionIdle is how long a session may stay unused (no
+	// request; a call in progress counts as use) before it is closed.
+	DefaultSessionIdle = 15 * time.Minute
 )
+
+// sessionSlots caps the MCP sessions: a slot is reserved before the SDK
+// sees an initialize request, and held while the session initializes,
+// lives and closes (until its last handler has returned), so that
+// concurrent initialize requests cannot all pass a count of the live ones.
+type sessionSlots struct {
+	mu  sync.Mutex
+	max int
+	n   int
+}
+
+// reserve takes a slot; false when all are taken.
+func (s *sessionSlots) reserve() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n >= s.max {
+		return false
+	}
+	s.n++
+	return true
+}
+
+func (s *sessionSlots) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n--
+}
+
+// serveInitialize serves an initialize request on a reserved slot: the
+// slot passes to the session it made, until that session is over, or is
+// released at once when none was made.
+func (s *sessionSlots) serveInitialize(rw http.ResponseWriter, r *http.Request, h http.Handler, server *mcp.Server) {
+	held := true
+	defer func() {
+		if held {
+			s.release()
+		}
+	}()
+	h.ServeHTTP(rw, r)
+	sid := rw.Header().Get("Mcp-Session-Id")
+	if sid == "" {
+		return
+	}
+	for ss := range server.Sessions() {
+		if ss.ID() == sid {
+			held = false
+			go func() {
+				_ = ss.Wait() // closed and idle: no handler of it runs
+				s.release()
+			}()
+			return
+		}
+	}
+}
 
 // serveHTTP serves server over Streamable HTTP on the systemd socket
 // (socket activation) or on listen, behind the token of tokenFile (made
 // on the first start), until ctx ends; ready is closed once recovery is
 // done (before it, and while the worker is poisoned, /ready is 503).
-func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls *validate.Calls, w *validate.Worker, listen, tokenFile string, reg *metrics.Registry) error {
+func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls *validate.Calls, w *validate.Worker, o opts, reg *metrics.Registry) error {
+	listen, tokenFile := o.listen, o.tokenFile
 	tok, err := token.Ensure(tokenFile)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
@@ -63,7 +121,8 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 		ls = append(ls, l)
 	}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{SessionTimeout: sessionIdle})
+		&mcp.StreamableHTTPOptions{SessionTimeout: o.sessionIdle})
+	slots := &sessionSlots{max: maxSessions}
 	readers := make(chan struct{}, maxBodyReaders)
 	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -83,8 +142,19 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 			// Only an initialize opens a session: a client of the stateless
 			// revision sends every request without a session id.
 			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(rw, fmt.Sprintf("request body: %v (at most %d bytes)", err, maxBodyBytes), http.StatusRequestEntityTooLarge)
+			var tooBig *http.MaxBytesError
+			var nerr net.Error
+			switch {
+			case errors.As(err, &tooBig):
+				http.Error(rw, fmt.Sprintf("request body over %d bytes", maxBodyBytes), http.StatusRequestEntityTooLarge)
+				return
+			case errors.As(err, &nerr) && nerr.Timeout():
+				// The server's read deadline: headers and body in 10 s.
+				rw.Header().Set("Connection", "close")
+				http.Error(rw, fmt.Sprintf("request body not received within %s", readTimeout), http.StatusRequestTimeout)
+				return
+			case err != nil:
+				http.Error(rw, fmt.Sprintf("request body: %v", err), http.StatusBadRequest)
 				return
 			}
 			// The raw bytes, before the SDK decodes them: encoding/json
@@ -101,9 +171,13 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			if r.Header.Get("Mcp-Session-Id") == "" && isInitialize(body) && sessions(server) >= maxSessions {
-				rw.Header().Set("Retry-After", "5")
-				http.Error(rw, fmt.Sprintf("%d sessions are open: at most %d", maxSessions, maxSessions), http.StatusServiceUnavailable)
+			if r.Header.Get("Mcp-Session-Id") == "" && isInitialize(body) {
+				if !slots.reserve() {
+					rw.Header().Set("Retry-After", "5")
+					http.Error(rw, fmt.Sprintf("%d sessions are open or opening: at most %d", maxSessions, maxSessions), http.StatusServiceUnavailable)
+					return
+				}
+				slots.serveInitialize(rw, r, mcpHandler, server)
 				return
 			}
 		}
@@ -185,17 +259,4 @@ func isInitialize(body []byte) bool {
 		}
 	}
 	return false
-}
-
-// sessions counts the initialized sessions: a stateless request
-// (server/discover, or any call of the 2026-07-28 revision) gets a
-// temporary session of its own, which is not one.
-func sessions(s *mcp.Server) int {
-	n := 0
-	for ss := range s.Sessions() {
-		if ss.InitializeParams() != nil {
-			n++
-		}
-	}
-	return n
 }
