@@ -37,6 +37,12 @@ type httpWorker struct {
 // listener; it is killed when t ends.
 func startHTTP(t testing.TB, state, kind, conf string, extra ...string) *httpWorker {
 	t.Helper()
+	return startHTTPEnv(t, state, kind, conf, nil, extra...)
+}
+
+// startHTTPEnv is startHTTP with more environment for the worker.
+func startHTTPEnv(t testing.TB, state, kind, conf string, env []string, extra ...string) *httpWorker {
+	t.Helper()
 	confDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(confDir, kind+".conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -50,6 +56,9 @@ func startHTTP(t testing.TB, state, kind, conf string, extra ...string) *httpWor
 	args := append([]string{"--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr}, extra...)
 	w := &httpWorker{cmd: exec.Command(filepath.Join(bin, "soda-validated"), append(args, kind)...), addr: addr, url: "http://" + addr + "/mcp", stderr: &testkit.Buffer{}}
 	w.cmd.Stderr = w.stderr
+	if env != nil {
+		w.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -738,5 +747,127 @@ func TestSessionIdleExpiry(t *testing.T) {
 	}
 	if code, _, _ := w.rawPost(t, "", rawInit); code != 503 {
 		t.Errorf("a 9th session: %d, want 503", code)
+	}
+}
+
+// TestNotifyReadyAndWatchdog: under a service manager (a NOTIFY_SOCKET of
+// the test's own, WATCHDOG_USEC=1s) the worker reports READY=1 only once
+// its recovery is done (what a killed predecessor left is removed, the
+// first call's sandbox has started) and it serves; then WATCHDOG=1 every
+// half interval; STOPPING=1 when it is stopped.
+func TestNotifyReadyAndWatchdog(t *testing.T) {
+	requireSandbox(t)
+	state := t.TempDir()
+	conf := "[Validator]\nExecStart=/bin/sh -c \"exit 0\" %FILES%\nFiles=*.sh\n"
+	// A first start makes the owner directory; then a predecessor's home.
+	confDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "sh.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "sh")
+	if out, err := first.CombinedOutput(); err != nil {
+		t.Fatalf("first start: %v\n%s", err, out)
+	}
+	leftover := filepath.Join(state, "sh", "tmp", "soda-session-home-predecessor")
+	if err := os.MkdirAll(filepath.Join(leftover, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	type msg struct {
+		text string
+		at   time.Time
+	}
+	msgs := make(chan msg, 100)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- msg{string(buf[:n]), time.Now()}
+		}
+	}()
+	// Started by hand, not by startHTTP, to look at the state the moment
+	// READY=1 comes.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr, "sh")
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=1000000")
+	stderr := &testkit.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", stderr.String())
+		}
+	})
+	next := func(what string) msg {
+		t.Helper()
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatalf("the notify socket closed before %s", what)
+			}
+			return m
+		case <-time.After(15 * time.Second):
+			t.Fatalf("no %s within 15 s", what)
+		}
+		return msg{}
+	}
+	m := next("READY=1")
+	if !strings.Contains(m.text, "READY=1") {
+		t.Fatalf("the first notification: %q, want READY=1", m.text)
+	}
+	// At READY=1: recovery done, the spare started, the listener serving.
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("READY=1 before the predecessor's home was removed (%v)", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "sh", "tmp")); len(ents) != 1 {
+		t.Errorf("READY=1 with %d homes in the owner directory, want the first call's sandbox's", len(ents))
+	}
+	tok, _ := os.ReadFile(filepath.Join(state, "sh", "token"))
+	req, _ := http.NewRequest("GET", "http://"+addr+"/ready", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("GET /ready right after READY=1: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// WATCHDOG=1 at half of WATCHDOG_USEC.
+	pings := 0
+	for t0 := time.Now(); time.Since(t0) < 2200*time.Millisecond; {
+		select {
+		case m := <-msgs:
+			if strings.Contains(m.text, "WATCHDOG=1") {
+				pings++
+			}
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if pings < 3 || pings > 6 {
+		t.Errorf("%d WATCHDOG=1 in 2.2 s with WATCHDOG_USEC=1s, want about 4", pings)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	for {
+		m := next("STOPPING=1")
+		if strings.Contains(m.text, "STOPPING=1") {
+			break
+		}
 	}
 }

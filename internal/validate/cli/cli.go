@@ -19,6 +19,7 @@ import (
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/session"
 	"github.com/soda-project/soda/internal/stdiorpc"
+	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/validate"
 	"github.com/soda-project/soda/internal/version"
 )
@@ -153,14 +154,24 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// A call in progress and its clean-up may take the deadline,
+		// the run's margin and the clean-up's bound (TimeoutStopSec=).
+		cctx, cancel := context.WithTimeout(context.Background(), stopWait(k))
 		defer cancel()
-		if err := w.Close(cctx); err != nil { // waits for a call in progress and its clean-up
+		if err := w.Close(cctx); err != nil {
 			log.Error("stop the worker", "err", err)
 		}
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The first call's sandbox is part of the recovery: ready means a call
+	// can run at once.
+	sctx, cancelSpare := context.WithTimeout(ctx, time.Minute)
+	if err := w.WaitSpare(sctx); err != nil {
+		log.Warn("the first sandbox did not start: each call tries again", "err", err)
+	}
+	cancelSpare()
+	notify := systemd.NewNotifier(log)
 	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", o.transport, "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
 	server, calls := validate.NewServerCalls(w, version.Version)
 	// GET /metrics behind the worker's token over HTTP, and a textfile
@@ -183,8 +194,14 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 		}()
 	}
 	if o.transport == "http" {
-		return serveHTTP(ctx, log, server, calls, w, o, reg)
+		return serveHTTP(ctx, log, notify, server, calls, w, o, reg)
 	}
+	notify.Ready(fmt.Sprintf("serving %s on stdio", k.Name))
+	go func() {
+		if err := notify.Watchdog(ctx, w.Healthy); err != nil {
+			log.Warn("watchdog", "err", err)
+		}
+	}()
 	// One bad frame is answered with a JSON-RPC error and skipped, never
 	// the end of the session; frames are checked on their raw bytes
 	// (UTF-8, lone surrogates, depth) before decoding, and bounded as an
@@ -195,3 +212,8 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	}
 	return nil
 }
+
+// stopWait is how long stopping waits for a call in progress and its
+// clean-up: the deadline, the run's margin (30 s) and the clean-up's bound
+// (30 s).
+func stopWait(k *validate.Kind) time.Duration { return k.Deadline + time.Minute }

@@ -95,7 +95,7 @@ func (s *sessionSlots) serveInitialize(rw http.ResponseWriter, r *http.Request, 
 // (socket activation) or on listen, behind the token of tokenFile (made
 // on the first start), until ctx ends; ready is closed once recovery is
 // done (before it, and while the worker is poisoned, /ready is 503).
-func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls *validate.Calls, w *validate.Worker, o opts, reg *metrics.Registry) error {
+func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, server *mcp.Server, calls *validate.Calls, w *validate.Worker, o opts, reg *metrics.Registry) error {
 	listen, tokenFile := o.listen, o.tokenFile
 	tok, err := token.Ensure(tokenFile)
 	if err != nil {
@@ -213,17 +213,48 @@ func serveHTTP(ctx context.Context, log *slog.Logger, server *mcp.Server, calls 
 		go func() { errs <- front.Serve(l) }()
 	}
 	log.Info("serving", "listen", fmt.Sprint(ls[0].Addr()), "token_file", tokenFile, "socket_activated", systemd.Activated())
+	// Recovery is done (the owner directory, the poisoning state, the
+	// first call's sandbox) and the listeners serve.
+	notify.Ready(fmt.Sprintf("serving %s on %s", w.Kind().Name, ls[0].Addr()))
+	go func() {
+		if err := notify.Watchdog(ctx, w.Healthy); err != nil {
+			log.Warn("watchdog", "err", err)
+		}
+	}()
+	var failed error
 	select {
 	case <-ctx.Done():
-	case err := <-errs:
-		if err != nil {
-			return err
-		}
+	case failed = <-errs:
+		log.Error("listener failed, stopping", "err", failed)
 	}
+	// Stop: admission closes (/ready 503, calls refused), a call in
+	// progress and its clean-up finish, then the sessions end (their
+	// streams would hold the listener's shutdown) and the listener stops.
 	front.SetDraining(true)
+	notify.Stopping("stopping: waiting for a call in progress and its clean-up")
+	wctx, wcancel := context.WithTimeout(context.Background(), stopWait(w.Kind()))
+	defer wcancel()
+	if err := w.Close(wctx); err != nil {
+		log.Error("stop the worker", "err", err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for ss := range server.Sessions() {
+			_ = ss.Close()
+		}
+	}()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		log.Warn("sessions still closing after 5 s")
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return front.Shutdown(sctx)
+	if err := front.Shutdown(sctx); err != nil {
+		return err
+	}
+	return failed
 }
 
 // writeRPCError answers a request that was not processed with a JSON-RPC
