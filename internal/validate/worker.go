@@ -31,13 +31,12 @@ var (
 
 // Worker runs one kind's validator, one call at a time.
 type Worker struct {
-	metrics   *metrics.Validator // nil: off
-	kind      *Kind
-	backend   session.Backend
-	log       *slog.Logger
-	validator string // the validator binary's digest, taken at start
-	binStat   binID  // what the binary was then: rehashed only if it changed
-	owner     *Owner // where poisoning is recorded (nil: memory only)
+	metrics *metrics.Validator // nil: off
+	kind    *Kind
+	backend session.Backend
+	log     *slog.Logger
+	tool    *tool  // the validator's binary and trees, digested at start
+	owner   *Owner // where poisoning is recorded (nil: memory only)
 	// settle is how long past its deadline a call may take to settle
 	// (sandbox start, clean-up) before Healthy calls it wedged.
 	settle time.Duration
@@ -66,17 +65,18 @@ const DefaultSettle = 90 * time.Second
 
 // NewWorker returns the worker of kind k on backend b (a closed-network
 // sandbox backend with the kind's limits). It reads the validator's
-// digest now: a binary replaced later is caught per call. A worker whose
+// digest now, of its binary and its ReadOnlyPaths trees: one changed later
+// fails each call until a restart. A worker whose
 // owner record is poisoned starts no sandbox and refuses every call.
 func NewWorker(k *Kind, b session.Backend, owner *Owner, log *slog.Logger) (*Worker, error) {
-	d, err := fileDigest(k.Command[0])
+	tl, err := newTool(k.Command[0], k.ReadOnlyPaths)
 	if err != nil {
-		return nil, fmt.Errorf("validator %s: %w", k.Command[0], err)
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{kind: k, backend: b, log: log, validator: d, binStat: statID(k.Command[0]), owner: owner, settle: DefaultSettle,
+	w := &Worker{kind: k, backend: b, log: log, tool: tl, owner: owner, settle: DefaultSettle,
 		spare: make(chan spareBox, 1), sem: make(chan struct{}, 1)}
 	if owner != nil {
 		w.poisoned = owner.Poisoned()
@@ -286,20 +286,17 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	v := &Verdict{Kind: k.Name, Untrusted: true, Diagnostics: []Diagnostic{}, Cleanup: "clean",
 		Limits: Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUQuotaPercent: k.CPUPercent, DeadlineSeconds: int64(k.Deadline / time.Second), Network: "none"}}
 	v.Digests.Sources, v.Digests.All = digests(files)
-	v.Digests.Config, v.Digests.Validator = k.Digest, w.validator
+	v.Digests.Config, v.Digests.Validator = k.Digest, w.tool.digest
+	v.Digests.ValidatorBinary, v.Digests.ValidatorTrees = w.tool.binarySum, w.tool.treeSums()
 	defer func() {
 		v.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 		v.Attestation = statement(v, k)
 		w.metrics.Done(v.Status, time.Since(start))
 	}()
-	if id := statID(k.Command[0]); id != w.binStat || id == (binID{}) {
-		if d, err := fileDigest(k.Command[0]); err == nil && d == w.validator {
-			w.binStat = id // touched, same contents
-		} else {
-			v.Status = StatusFailed
-			v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the validator %s changed since the worker started (or cannot be read): restart it", k.Command[0])})
-			return v, nil
-		}
+	if err := w.tool.check(); err != nil {
+		v.Status = StatusFailed
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: err.Error() + ": the verdict would not be the attested validator's; restart the worker"})
+		return v, nil
 	}
 
 	// The sandbox lives for this call, whatever the client does: its

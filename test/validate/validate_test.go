@@ -87,10 +87,11 @@ type verdict struct {
 		Line                    int
 	} `json:"diagnostics"`
 	Digests struct {
-		Sources   map[string]string `json:"sources"`
-		All       string            `json:"all"`
-		Config    string            `json:"config"`
-		Validator string            `json:"validator"`
+		Sources         map[string]string `json:"sources"`
+		All             string            `json:"all"`
+		Config          string            `json:"config"`
+		Validator       string            `json:"validator"`
+		ValidatorBinary string            `json:"validator_binary"`
 	} `json:"digests"`
 	Limits struct {
 		MemoryMax int64  `json:"memory_max"`
@@ -187,12 +188,17 @@ func TestShellcheck(t *testing.T) {
 	}
 	confData, _ := os.ReadFile(conf)
 	binData, _ := os.ReadFile("/usr/bin/shellcheck")
-	if v.Digests.Config != sha(string(confData)) || v.Digests.Validator != sha(string(binData)) {
-		t.Errorf("config digest %s (want %s), validator %s (want %s)", v.Digests.Config, sha(string(confData)), v.Digests.Validator, sha(string(binData)))
+	// The validator digest, as soda-validated(8) documents it: NUL-
+	// terminated fields "binary", its path, its sha256 (no tree here).
+	validator := sha("binary\x00/usr/bin/shellcheck\x00" + sha(string(binData)) + "\x00")
+	if v.Digests.Config != sha(string(confData)) || v.Digests.ValidatorBinary != sha(string(binData)) || v.Digests.Validator != validator {
+		t.Errorf("config digest %s (want %s), validator binary %s (want %s), validator %s (want %s)", v.Digests.Config, sha(string(confData)),
+			v.Digests.ValidatorBinary, sha(string(binData)), v.Digests.Validator, validator)
 	}
 	a := v.Attestation
 	if a.Type != "https://in-toto.io/Statement/v1" || a.PredicateType != "https://in-toto.io/attestation/test-result/v0.1" ||
-		a.Predicate.Result != "fail" || len(a.Subject) != 2 || a.Subject[0].Digest["sha256"] != sha(bad) || len(a.Predicate.Configuration) != 2 {
+		a.Predicate.Result != "fail" || len(a.Subject) != 2 || a.Subject[0].Digest["sha256"] != sha(bad) || len(a.Predicate.Configuration) != 3 ||
+		a.Predicate.Configuration[1].Digest["sha256"] != sha(string(binData)) || a.Predicate.Configuration[2].Digest["sha256"] != validator {
 		t.Errorf("attestation %+v", a)
 	}
 	if v.Limits.Network != "none" || v.Limits.MemoryMax != 1<<30 {
@@ -434,5 +440,52 @@ Files=*.sh
 	v, text, _ = validate(t, cs, [2]string{"a.sh", "true\n"}, [2]string{"b.sh", "true\n"})
 	if len(v.Diagnostics) != 1 || v.Diagnostics[0].Message != "argv a.sh b.sh" {
 		t.Errorf("the validator's argv with EndOfOptions= empty: %+v\n%s; want the files alone", v.Diagnostics, text)
+	}
+}
+
+// TestValidatorTree: the validator digest covers the kind's ReadOnlyPaths
+// tree, not only Command[0] (here /bin/sh, as /usr/bin/node is for tsc):
+// a script of the tree changed between calls fails the next call, naming
+// it, and after a restart the digest differs.
+func TestValidatorTree(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tool")
+	if err := os.MkdirAll(tree, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(dir), dir} { // the sandbox's own uid reads it
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(tree, "check.sh")
+	if err := os.WriteFile(script, []byte("exit 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("[Validator]\nExecStart=/bin/sh %s %%FILES%%\nFiles=*.sh\nReadOnlyPaths=%s\n", script, tree)
+	state := t.TempDir()
+	cs, _ := workerIn(t, state, "tree", conf)
+	v, text, _ := validate(t, cs, [2]string{"a.sh", "true\n"})
+	if v.Verdict == nil || *v.Verdict != "valid" {
+		t.Fatalf("the first call: %+v\n%s", v, text)
+	}
+	first := v.Digests.Validator
+	sh, _ := os.ReadFile("/bin/sh")
+	if first == "" || first == sha(string(sh)) {
+		t.Errorf("validator digest %q: it covers /bin/sh alone", first)
+	}
+	if err := os.WriteFile(script, []byte("exit 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, text, isErr := validate(t, cs, [2]string{"a.sh", "true\n"})
+	if !isErr || v.Status != "failed" || !strings.Contains(text, "check.sh changed") {
+		t.Errorf("a call after the tree's script changed: status %q isError %v\n%s", v.Status, isErr, text)
+	}
+	cs.Close()
+	cs, _ = workerIn(t, state, "tree", conf)
+	v, text, _ = validate(t, cs, [2]string{"a.sh", "true\n"})
+	if v.Digests.Validator == first || v.Digests.Validator == "" {
+		t.Errorf("after a restart the validator digest is %q, the first was %q\n%s", v.Digests.Validator, first, text)
 	}
 }
