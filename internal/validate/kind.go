@@ -60,11 +60,15 @@ type Kind struct {
 	// Listen is the loopback address of soda-validate@KIND.socket
 	// ([Listener] Listen=, for soda-generator; "" for stdio only).
 	Listen string
-	// Limits of each call's sandbox.
+	// Limits of each call's sandbox. TmpSize and HomeSize size its
+	// private /tmp (and /var/tmp) and home, RAM-backed: with the
+	// workspace, all a call can write.
 	MemoryMax  int64
 	TasksMax   int64
 	CPUPercent uint64
 	Deadline   time.Duration
+	TmpSize    int64
+	HomeSize   int64
 }
 
 // DefaultEndOfOptions is the end-of-options marker of getopt and most
@@ -77,6 +81,11 @@ const (
 	DefaultTasksMax   = 128
 	DefaultCPUPercent = 100
 	DefaultDeadline   = 120 * time.Second
+	// A validator writes little beyond its output: small private /tmp
+	// and home (the engine's own default is 1 GiB each).
+	DefaultTmpSize  = 64 << 20
+	DefaultHomeSize = 64 << 20
+	minSize         = 1 << 20 // the engine's least
 )
 
 // LoadKind reads DIR/KIND.conf.
@@ -100,7 +109,8 @@ func ParseKind(file, name string, data []byte) (*Kind, error) {
 	}
 	sum := sha256.Sum256(data)
 	k := &Kind{Name: name, Path: file, Digest: hex.EncodeToString(sum[:]), EndOfOptions: DefaultEndOfOptions, Output: OutputGCC, ValidExit: []int{0}, InvalidExit: []int{1},
-		MemoryMax: DefaultMemoryMax, TasksMax: DefaultTasksMax, CPUPercent: DefaultCPUPercent, Deadline: DefaultDeadline}
+		MemoryMax: DefaultMemoryMax, TasksMax: DefaultTasksMax, CPUPercent: DefaultCPUPercent, Deadline: DefaultDeadline,
+		TmpSize: DefaultTmpSize, HomeSize: DefaultHomeSize}
 	for _, o := range opts {
 		fail := func(err error) error { return &config.Error{File: file, Line: o.Line, Key: o.Key(), Err: err} }
 		if err := k.apply(o); err != nil {
@@ -205,6 +215,19 @@ func (k *Kind) apply(o config.Option) error {
 			return fmt.Errorf("%q: a percentage such as 100%%", v)
 		}
 		k.CPUPercent = n
+	case "Limits.TmpSize", "Limits.HomeSize":
+		n, err := config.ParseBytes(v)
+		if err != nil {
+			return err
+		}
+		if n < minSize {
+			return fmt.Errorf("%q: at least 1M", v)
+		}
+		if o.Name == "TmpSize" {
+			k.TmpSize = n
+		} else {
+			k.HomeSize = n
+		}
 	case "Limits.Deadline":
 		d, err := config.ParseTimespan(v)
 		if err != nil || d <= 0 {
@@ -212,7 +235,7 @@ func (k *Kind) apply(o config.Option) error {
 		}
 		k.Deadline = d
 	default:
-		return errors.New("unknown key (known: Validator.ExecStart, EndOfOptions, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline)")
+		return errors.New("unknown key (known: Validator.ExecStart, EndOfOptions, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline, TmpSize, HomeSize)")
 	}
 	return nil
 }

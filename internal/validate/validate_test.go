@@ -19,6 +19,8 @@ func TestParseKind(t *testing.T) {
 		{"bad output", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nOutput=json\n", "gcc or tsc"},
 		{"bad exit", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nValidExit=300\n", "0 to 255"},
 		{"bad limit", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nTasksMax=-1\n", "positive"},
+		{"small tmp", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nTmpSize=512K\n", "at least 1M"},
+		{"bad home", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nHomeSize=lots\n", "HomeSize"},
 		{"bad cpu", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nCPUQuota=100\n", "percentage"},
 		{"public listener", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Listener]\nListen=0.0.0.0:1\n", "loopback"},
 		{"unknown key", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nPlugin=evil\n", "unknown key"},
@@ -35,7 +37,7 @@ func TestParseKind(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		case tc.want != "" && !strings.Contains(err.Error(), "k.conf"):
 			t.Errorf("%s: error %q does not name the file", tc.name, err)
-		case tc.want == "" && (k.MemoryMax != 512<<20 || k.TasksMax != DefaultTasksMax || k.Digest == ""):
+		case tc.want == "" && (k.MemoryMax != 512<<20 || k.TasksMax != DefaultTasksMax || k.Digest == "" || k.TmpSize != 64<<20 || k.HomeSize != 64<<20):
 			t.Errorf("%s: %+v", tc.name, k)
 		}
 	}

@@ -49,6 +49,8 @@ type Limits struct {
 	TasksMax        int64  `json:"tasks_max"`
 	CPUQuotaPercent uint64 `json:"cpu_quota_percent"`
 	DeadlineSeconds int64  `json:"deadline_seconds"`
+	TmpSize         int64  `json:"tmp_size"`
+	HomeSize        int64  `json:"home_size"`
 	Network         string `json:"network"`
 }
 

@@ -284,7 +284,8 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	w.setCallStart(start)
 	defer w.setCallStart(time.Time{})
 	v := &Verdict{Kind: k.Name, Untrusted: true, Diagnostics: []Diagnostic{}, Cleanup: "clean",
-		Limits: Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUQuotaPercent: k.CPUPercent, DeadlineSeconds: int64(k.Deadline / time.Second), Network: "none"}}
+		Limits: Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUQuotaPercent: k.CPUPercent, DeadlineSeconds: int64(k.Deadline / time.Second),
+			TmpSize: k.TmpSize, HomeSize: k.HomeSize, Network: "none"}}
 	v.Digests.Sources, v.Digests.All = digests(files)
 	v.Digests.Config, v.Digests.Validator = k.Digest, w.tool.digest
 	v.Digests.ValidatorBinary, v.Digests.ValidatorTrees = w.tool.binarySum, w.tool.treeSums()

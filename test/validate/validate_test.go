@@ -95,6 +95,8 @@ type verdict struct {
 	} `json:"digests"`
 	Limits struct {
 		MemoryMax int64  `json:"memory_max"`
+		TmpSize   int64  `json:"tmp_size"`
+		HomeSize  int64  `json:"home_size"`
 		Network   string `json:"network"`
 	} `json:"limits"`
 	Attestation struct {
@@ -487,5 +489,65 @@ func TestValidatorTree(t *testing.T) {
 	v, text, _ = validate(t, cs, [2]string{"a.sh", "true\n"})
 	if v.Digests.Validator == first || v.Digests.Validator == "" {
 		t.Errorf("after a restart the validator digest is %q, the first was %q\n%s", v.Digests.Validator, first, text)
+	}
+}
+
+// probeScript is a request file that a test kind runs as its validator
+// (ExecStart=/bin/sh %FILES%): it reports the sizes of the writable
+// places and the cgroup limits it runs under, one diagnostic each
+// ("KEY VALUE").
+const probeScript = `size() { echo "a.sh:1:1: error: $1 $(( $(stat -f -c '%b * %S' "$2") ))"; }
+size tmp /tmp
+size vartmp /var/tmp
+size home "$HOME"
+v() { [ -r "$2" ] && echo "a.sh:2:1: error: $1 $(cat "$2")"; }
+v pids /sys/fs/cgroup/pids.max || v pids /sys/fs/cgroup/pids/pids.max
+v memory /sys/fs/cgroup/memory.max || v memory /sys/fs/cgroup/memory/memory.limit_in_bytes
+v cpu /sys/fs/cgroup/cpu.max || v cpu /sys/fs/cgroup/cpu/cpu.cfs_quota_us
+exit 1
+`
+
+// TestLimitsReachTheSandbox: each call's sandbox runs under the kind's
+// limits, read from inside it: MemoryMax=, TasksMax=, CPUQuota= (where the
+// host's cgroups show them to the sandbox), and a private /tmp (and
+// /var/tmp) and home of 64 MiB each by default, Limits.TmpSize= and
+// Limits.HomeSize= when set; the verdict's limits say the same.
+func TestLimitsReachTheSandbox(t *testing.T) {
+	probe := func(t *testing.T, limits string) (map[string]string, verdict) {
+		t.Helper()
+		cs, _ := worker(t, "probe", "[Validator]\nExecStart=/bin/sh %FILES%\nEndOfOptions=\nFiles=*.sh\n[Limits]\nMemoryMax=256M\nTasksMax=16\nCPUQuota=50%\n"+limits)
+		v, text, _ := validate(t, cs, [2]string{"a.sh", probeScript})
+		got := map[string]string{}
+		for _, d := range v.Diagnostics {
+			if k, val, ok := strings.Cut(d.Message, " "); ok {
+				got[k] = val
+			}
+		}
+		if got["tmp"] == "" || got["home"] == "" {
+			t.Fatalf("the probe did not report: %+v\n%s", v, text)
+		}
+		return got, v
+	}
+	got, v := probe(t, "")
+	mib64 := fmt.Sprint(64 << 20)
+	if got["tmp"] != mib64 || got["vartmp"] != mib64 || got["home"] != mib64 {
+		t.Errorf("default sizes: /tmp %s, /var/tmp %s, home %s bytes; want %s each", got["tmp"], got["vartmp"], got["home"], mib64)
+	}
+	if v.Limits.TmpSize != 64<<20 || v.Limits.HomeSize != 64<<20 {
+		t.Errorf("the verdict's limits: %+v", v.Limits)
+	}
+	if got["pids"] == "" && got["memory"] == "" {
+		t.Logf("the host's cgroups are not visible in the sandbox: the cgroup limits are not read from inside here")
+	} else {
+		if got["pids"] != "16" || got["memory"] != fmt.Sprint(256<<20) || (got["cpu"] != "50000 100000" && got["cpu"] != "50000") {
+			t.Errorf("cgroup limits in the sandbox: pids %q, memory %q, cpu %q; want 16, 256 MiB, 50%%", got["pids"], got["memory"], got["cpu"])
+		}
+	}
+	got, v = probe(t, "TmpSize=16M\nHomeSize=8M\n")
+	if got["tmp"] != fmt.Sprint(16<<20) || got["vartmp"] != fmt.Sprint(16<<20) || got["home"] != fmt.Sprint(8<<20) {
+		t.Errorf("TmpSize=16M HomeSize=8M: /tmp %s, /var/tmp %s, home %s bytes", got["tmp"], got["vartmp"], got["home"])
+	}
+	if v.Limits.TmpSize != 16<<20 || v.Limits.HomeSize != 8<<20 {
+		t.Errorf("the verdict's limits: %+v", v.Limits)
 	}
 }

@@ -118,8 +118,10 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Each call's sandbox: no network, the kind's limits, and small
+	// private /tmp and home, so that all a call can write is bounded.
 	tmpl := sandbox.Spec{NoNetwork: true, ReadOnly: k.ReadOnlyPaths, Env: k.Env,
-		Limits: sandbox.Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUPercent: k.CPUPercent}}
+		Limits: sandbox.Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUPercent: k.CPUPercent, TmpSize: k.TmpSize, HomeSize: k.HomeSize}}
 	if o.degraded != "" {
 		if tmpl.AllowDegraded, err = sandbox.ParseLayers(o.degraded); err != nil {
 			return fmt.Errorf("--allow-degraded: %w", err)
