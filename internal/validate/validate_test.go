@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -154,5 +155,20 @@ func TestArgv(t *testing.T) {
 	k, err := ParseKind("/etc/soda/validate/k.conf", "k", []byte("[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n"))
 	if err != nil || k.EndOfOptions != "--" {
 		t.Errorf("default EndOfOptions: %+v %v, want --", k, err)
+	}
+}
+
+// TestPackagedExamples: the kinds the package ships parse, with the
+// end-of-options each validator accepts (tsc refuses --).
+func TestPackagedExamples(t *testing.T) {
+	for name, eoo := range map[string]string{"shellcheck": "--", "tsc": ""} {
+		k, err := LoadKind(filepath.Join("..", "..", "packaging", "validate"), name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if k.EndOfOptions != eoo || k.TmpSize != DefaultTmpSize || k.HomeSize != DefaultHomeSize {
+			t.Errorf("%s: EndOfOptions %q (want %q), TmpSize %d, HomeSize %d", name, k.EndOfOptions, eoo, k.TmpSize, k.HomeSize)
+		}
 	}
 }
