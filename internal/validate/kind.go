@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -42,6 +41,10 @@ type Kind struct {
 	// Command is the validator's absolute path and fixed arguments, with
 	// FilesArg where the files go.
 	Command []string
+	// EndOfOptions is put right before the files in the validator's argv
+	// (DefaultEndOfOptions; "" for a validator that has no such marker):
+	// nothing after it is read as an option.
+	EndOfOptions string
 	// Files are the patterns a file's base name must match (*.sh).
 	Files []string
 	// Output is the format of the validator's diagnostics.
@@ -57,12 +60,20 @@ type Kind struct {
 	// Listen is the loopback address of soda-validate@KIND.socket
 	// ([Listener] Listen=, for soda-generator; "" for stdio only).
 	Listen string
-	// Limits of each call's sandbox.
+	// Limits of each call's sandbox. TmpSize and HomeSize size its
+	// private /tmp (and /var/tmp) and home, RAM-backed: with the
+	// workspace, all a call can write.
 	MemoryMax  int64
 	TasksMax   int64
 	CPUPercent uint64
 	Deadline   time.Duration
+	TmpSize    int64
+	HomeSize   int64
 }
+
+// DefaultEndOfOptions is the end-of-options marker of getopt and most
+// validators.
+const DefaultEndOfOptions = "--"
 
 // Defaults of a kind's limits (issue 14).
 const (
@@ -70,6 +81,11 @@ const (
 	DefaultTasksMax   = 128
 	DefaultCPUPercent = 100
 	DefaultDeadline   = 120 * time.Second
+	// A validator writes little beyond its output: small private /tmp
+	// and home (the engine's own default is 1 GiB each).
+	DefaultTmpSize  = 64 << 20
+	DefaultHomeSize = 64 << 20
+	minSize         = 1 << 20 // the engine's least
 )
 
 // LoadKind reads DIR/KIND.conf.
@@ -92,8 +108,9 @@ func ParseKind(file, name string, data []byte) (*Kind, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	k := &Kind{Name: name, Path: file, Digest: hex.EncodeToString(sum[:]), Output: OutputGCC, ValidExit: []int{0}, InvalidExit: []int{1},
-		MemoryMax: DefaultMemoryMax, TasksMax: DefaultTasksMax, CPUPercent: DefaultCPUPercent, Deadline: DefaultDeadline}
+	k := &Kind{Name: name, Path: file, Digest: hex.EncodeToString(sum[:]), EndOfOptions: DefaultEndOfOptions, Output: OutputGCC, ValidExit: []int{0}, InvalidExit: []int{1},
+		MemoryMax: DefaultMemoryMax, TasksMax: DefaultTasksMax, CPUPercent: DefaultCPUPercent, Deadline: DefaultDeadline,
+		TmpSize: DefaultTmpSize, HomeSize: DefaultHomeSize}
 	for _, o := range opts {
 		fail := func(err error) error { return &config.Error{File: file, Line: o.Line, Key: o.Key(), Err: err} }
 		if err := k.apply(o); err != nil {
@@ -107,6 +124,8 @@ func ParseKind(file, name string, data []byte) (*Kind, error) {
 		return nil, &config.Error{File: file, Key: "Validator.ExecStart", Err: fmt.Errorf("no %s argument: the files would not be passed", FilesArg)}
 	case len(k.Files) == 0:
 		return nil, &config.Error{File: file, Key: "Validator.Files", Err: errors.New("no file pattern: every file would be refused")}
+	case k.EndOfOptions != "" && k.Command[len(k.Command)-1] != FilesArg:
+		return nil, &config.Error{File: file, Key: "Validator.ExecStart", Err: fmt.Errorf("an argument after %s would follow the end of options (%s) and be read as a file: put it before %s, or set EndOfOptions= empty", FilesArg, k.EndOfOptions, FilesArg)}
 	}
 	return k, nil
 }
@@ -128,6 +147,11 @@ func (k *Kind) apply(o config.Option) error {
 			}
 		}
 		k.Command = argv
+	case "Validator.EndOfOptions":
+		if v != "" && (!strings.HasPrefix(v, "-") || strings.ContainsAny(v, " \t")) {
+			return fmt.Errorf("%q: one argument that begins with - (such as --), or empty for none", v)
+		}
+		k.EndOfOptions = v
 	case "Validator.Files":
 		for _, p := range strings.Fields(v) {
 			if _, err := path.Match(p, "x"); err != nil || strings.Contains(p, "/") {
@@ -191,6 +215,19 @@ func (k *Kind) apply(o config.Option) error {
 			return fmt.Errorf("%q: a percentage such as 100%%", v)
 		}
 		k.CPUPercent = n
+	case "Limits.TmpSize", "Limits.HomeSize":
+		n, err := config.ParseBytes(v)
+		if err != nil {
+			return err
+		}
+		if n < minSize {
+			return fmt.Errorf("%q: at least 1M", v)
+		}
+		if o.Name == "TmpSize" {
+			k.TmpSize = n
+		} else {
+			k.HomeSize = n
+		}
 	case "Limits.Deadline":
 		d, err := config.ParseTimespan(v)
 		if err != nil || d <= 0 {
@@ -198,21 +235,24 @@ func (k *Kind) apply(o config.Option) error {
 		}
 		k.Deadline = d
 	default:
-		return errors.New("unknown key (known: Validator.ExecStart, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline)")
+		return errors.New("unknown key (known: Validator.ExecStart, EndOfOptions, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline, TmpSize, HomeSize)")
 	}
 	return nil
 }
 
-// fileDigest is the sha256 of the file at p.
-func fileDigest(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
+// argv is the validator's command line for the files names: Command with
+// FilesArg replaced by EndOfOptions (when set) and the names.
+func (k *Kind) argv(names []string) []string {
+	var argv []string
+	for _, a := range k.Command {
+		if a != FilesArg {
+			argv = append(argv, a)
+			continue
+		}
+		if k.EndOfOptions != "" {
+			argv = append(argv, k.EndOfOptions)
+		}
+		argv = append(argv, names...)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return argv
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +22,9 @@ const DefaultStateDir = "/var/lib/soda/validate"
 type Owner struct {
 	dir  string
 	lock *os.File
-	rec  OwnerRecord
+
+	mu  sync.Mutex // guards rec
+	rec OwnerRecord
 }
 
 // OwnerRecord is owner.json.
@@ -111,16 +114,41 @@ func (o *Owner) Recover() (int, error) {
 	return n, nil
 }
 
+// CheckSettled returns an error naming what is left in TmpDir: called
+// when no sandbox of the worker should exist, anything there is a
+// sandbox's home that its clean-up did not remove.
+func (o *Owner) CheckSettled() error {
+	ents, err := os.ReadDir(o.TmpDir())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("check the owner directory: %w", err)
+	}
+	if len(ents) == 0 {
+		return nil
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return fmt.Errorf("left behind in %s: %s", o.TmpDir(), strings.Join(names, " "))
+}
+
 // Poisoned says why the worker refuses work ("" when it does not).
-func (o *Owner) Poisoned() string { return o.rec.Poisoned }
+func (o *Owner) Poisoned() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.rec.Poisoned
+}
 
 // Poison records why the worker must refuse work from now on, across
 // restarts.
 func (o *Owner) Poison(why string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.rec.Poisoned = why
 	return o.write()
 }
 
+// write writes the record; o.mu is held, or o is not shared yet.
 func (o *Owner) write() error {
 	data, _ := json.MarshalIndent(o.rec, "", "  ")
 	tmp := filepath.Join(o.dir, ".owner.json.new")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/soda-project/soda/internal/session"
@@ -31,8 +32,9 @@ func (e *RefusedError) Error() string { return "refused: " + e.Reason }
 // CheckFiles checks a request against k before anything is allocated:
 // 1 to MaxFiles files, each at most MaxFileBytes of UTF-8 and MaxAllBytes
 // in all, portable relative names (session.CheckPath) of at most 255
-// bytes, no two equal or one inside another when case is ignored, each
-// matching the kind's patterns.
+// bytes with no segment beginning with "-" and no C1 control or
+// bidirectional formatting character, no two equal or one inside another
+// under Unicode case folding, each matching the kind's patterns.
 func CheckFiles(k *Kind, files []File) error {
 	refuse := func(f string, a ...any) error { return &RefusedError{Reason: fmt.Sprintf(f, a...)} }
 	if len(files) == 0 || len(files) > MaxFiles {
@@ -47,6 +49,14 @@ func CheckFiles(k *Kind, files []File) error {
 		if err := session.CheckPath(f.Path); err != nil {
 			return refuse("%v", err)
 		}
+		// A name is never an option: the validator's argv has an
+		// end-of-options marker before the files, but not every
+		// validator has one, and some pass names on to other tools.
+		for seg := range strings.SplitSeq(f.Path, "/") {
+			if strings.HasPrefix(seg, "-") {
+				return refuse("path %q: a segment begins with \"-\" (it could be read as an option)", f.Path)
+			}
+		}
 		if len(f.Content) > MaxFileBytes {
 			return refuse("%s: %d bytes, at most %d per file", f.Path, len(f.Content), MaxFileBytes)
 		}
@@ -60,10 +70,15 @@ func CheckFiles(k *Kind, files []File) error {
 		if strings.IndexByte(f.Content, 0) >= 0 {
 			return refuse("%s: holds a NUL byte", f.Path)
 		}
-		low := strings.ToLower(f.Path)
+		for _, r := range f.Path {
+			if hidden(r) {
+				return refuse("path %q: holds U+%04X, a control or bidirectional formatting character that hides what the name says", f.Path, r)
+			}
+		}
+		low := fold(f.Path)
 		for other, orig := range folded {
 			if other == low || strings.HasPrefix(other, low+"/") || strings.HasPrefix(low, other+"/") {
-				return refuse("%s and %s overlap (case ignored)", f.Path, orig)
+				return refuse("%s and %s overlap (case ignored: Unicode case folding)", f.Path, orig)
 			}
 		}
 		folded[low] = f.Path
@@ -72,6 +87,38 @@ func CheckFiles(k *Kind, files []File) error {
 		}
 	}
 	return nil
+}
+
+// hidden reports whether r is a C1 control character or a bidirectional
+// formatting character: in a name, each makes what a reader sees differ
+// from what the name is (C0 controls are session.CheckPath's).
+func hidden(r rune) bool {
+	switch {
+	case r >= 0x80 && r <= 0x9f: // C1 controls
+		return true
+	case r >= 0x202a && r <= 0x202e: // LRE RLE PDF LRO RLO
+		return true
+	case r >= 0x2066 && r <= 0x2069: // LRI RLI FSI PDI
+		return true
+	}
+	return r == 0x200e || r == 0x200f || r == 0x061c // LRM RLM ALM
+}
+
+// fold is s with every rune replaced by the smallest rune of its Unicode
+// simple case-folding orbit, so that two names a case-insensitive
+// filesystem or reader would take for one fold to the same string:
+// ſ (U+017F), s and S; K (Kelvin sign, U+212A), k and K.
+func fold(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 func matchAny(patterns []string, name string) bool {

@@ -97,5 +97,5 @@ func NewServerCalls(w *Worker, version string) (*mcp.Server, *Calls) {
 // IsRefusal reports whether err refused a request (not a failure).
 func IsRefusal(err error) bool {
 	var r *RefusedError
-	return errors.As(err, &r) || errors.Is(err, ErrBusy) || errors.Is(err, ErrPoisoned)
+	return errors.As(err, &r) || errors.Is(err, ErrBusy) || errors.Is(err, ErrPoisoned) || errors.Is(err, ErrClosed)
 }

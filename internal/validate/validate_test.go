@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,9 +20,14 @@ func TestParseKind(t *testing.T) {
 		{"bad output", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nOutput=json\n", "gcc or tsc"},
 		{"bad exit", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nValidExit=300\n", "0 to 255"},
 		{"bad limit", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nTasksMax=-1\n", "positive"},
+		{"small tmp", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nTmpSize=512K\n", "at least 1M"},
+		{"bad home", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nHomeSize=lots\n", "HomeSize"},
 		{"bad cpu", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Limits]\nCPUQuota=100\n", "percentage"},
 		{"public listener", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n[Listener]\nListen=0.0.0.0:1\n", "loopback"},
 		{"unknown key", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nPlugin=evil\n", "unknown key"},
+		{"end of options with an argument after the files", "[Validator]\nExecStart=/usr/bin/x %FILES% --late\nFiles=*.sh\n", "after " + FilesArg},
+		{"end of options that is no option", "[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\nEndOfOptions=end\n", "begins with -"},
+		{"no end of options, an argument after the files", "[Validator]\nExecStart=/usr/bin/x %FILES% --late\nFiles=*.sh\nEndOfOptions=\n[Limits]\nMemoryMax=512M\n", ""},
 	}
 	for _, tc := range tests {
 		k, err := ParseKind("/etc/soda/validate/k.conf", "k", []byte(tc.conf))
@@ -32,7 +38,7 @@ func TestParseKind(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		case tc.want != "" && !strings.Contains(err.Error(), "k.conf"):
 			t.Errorf("%s: error %q does not name the file", tc.name, err)
-		case tc.want == "" && (k.MemoryMax != 512<<20 || k.TasksMax != DefaultTasksMax || k.Digest == ""):
+		case tc.want == "" && (k.MemoryMax != 512<<20 || k.TasksMax != DefaultTasksMax || k.Digest == "" || k.TmpSize != 64<<20 || k.HomeSize != 64<<20):
 			t.Errorf("%s: %+v", tc.name, k)
 		}
 	}
@@ -40,19 +46,50 @@ func TestParseKind(t *testing.T) {
 
 func TestCheckFiles(t *testing.T) {
 	k := &Kind{Name: "sh", Files: []string{"*.sh"}}
-	ok := []File{{Path: "a.sh", Content: "echo"}, {Path: "lib/b.sh", Content: ""}}
+	ok := []File{{Path: "a.sh", Content: "echo"}, {Path: "lib/b.sh", Content: ""}, {Path: "é/ß.sh", Content: "‮ in text is text"}}
 	if err := CheckFiles(k, ok); err != nil {
 		t.Errorf("good files: %v", err)
 	}
-	for name, files := range map[string][]File{
-		"invalid UTF-8": {{Path: "a.sh", Content: "\xff"}},
-		"overlap":       {{Path: "Lib", Content: ""}, {Path: "lib/b.sh", Content: ""}},
-		"dotdot":        {{Path: "a/../b.sh"}},
-		"pattern":       {{Path: "a.py"}},
+	for _, tc := range []struct {
+		name  string
+		files []File
+		want  string // in the refusal
+	}{
+		{"invalid UTF-8", []File{{Path: "a.sh", Content: "\xff"}}, "not UTF-8"},
+		{"overlap", []File{{Path: "Lib.sh", Content: ""}, {Path: "lib.sh/b.sh", Content: ""}}, "overlap"},
+		{"dotdot", []File{{Path: "a/../b.sh"}}, ".."},
+		{"pattern", []File{{Path: "a.py"}}, "takes only"},
+		// Options, not names: each would reach the validator's argv.
+		{"an option as a name", []File{{Path: "--enable=all,x.sh"}}, `begins with "-"`},
+		{"a short option", []File{{Path: "-x/a.sh"}}, `begins with "-"`},
+		{"a dash in a later segment", []File{{Path: "src/-x.sh"}}, `begins with "-"`},
+		{"a lone dash", []File{{Path: "-"}}, `begins with "-"`},
+		// Characters that hide what a name says.
+		{"a C1 control (NEL)", []File{{Path: "a\u0085.sh"}}, "U+0085"},
+		{"a C1 control (CSI)", []File{{Path: "a\u009b.sh"}}, "U+009B"},
+		{"the first C1 control", []File{{Path: "a\u0080.sh"}}, "U+0080"},
+		{"the last C1 control", []File{{Path: "a\u009f.sh"}}, "U+009F"},
+		{"a bidi embedding (LRE)", []File{{Path: "a\u202a.sh"}}, "U+202A"},
+		{"a bidi override (RLO)", []File{{Path: "a\u202egs.sh"}}, "U+202E"},
+		{"a bidi isolate (LRI)", []File{{Path: "a\u2066.sh"}}, "U+2066"},
+		{"a bidi isolate end (PDI)", []File{{Path: "a\u2069.sh"}}, "U+2069"},
+		{"a left-to-right mark", []File{{Path: "a\u200e.sh"}}, "U+200E"},
+		{"a right-to-left mark", []File{{Path: "a\u200f.sh"}}, "U+200F"},
+		{"an Arabic letter mark", []File{{Path: "a\u061c.sh"}}, "U+061C"},
+		// Names that fold to one: Unicode case folding, not ToLower.
+		{"long s and s", []File{{Path: "\u017f.sh"}, {Path: "s.sh"}}, "overlap"},
+		{"long s and S", []File{{Path: "S.sh"}, {Path: "\u017f.sh"}}, "overlap"},
+		{"Kelvin sign and k", []File{{Path: "\u212a.sh"}, {Path: "k.sh"}}, "overlap"},
+		{"Kelvin sign and K", []File{{Path: "\u212a.sh"}, {Path: "K.sh"}}, "overlap"},
+		{"long s in a directory", []File{{Path: "\u017frc/a.sh"}, {Path: "SRC/a.sh"}}, "overlap"},
+		{"long s, a directory and a file", []File{{Path: "\u017frc.sh/a.sh"}, {Path: "src.sh"}}, "overlap"},
 	} {
-		if err := CheckFiles(k, files); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckFiles(k, tc.files)
+			if err == nil || !IsRefusal(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("CheckFiles(%q) = %v, want a refusal saying %q", tc.files, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -91,5 +128,47 @@ func TestDigestsAndStatement(t *testing.T) {
 	v.Completed, v.Verdict = false, nil
 	if st := statement(v, k); st.Predicate.Result != "fail" || len(st.Predicate.FailedTests) != 1 {
 		t.Errorf("statement of no verdict: %+v", st)
+	}
+}
+
+// TestArgv: the files come after the kind's end-of-options marker, so
+// that no name can be read as an option even if one starting with "-"
+// got past CheckFiles; an empty marker leaves it out.
+func TestArgv(t *testing.T) {
+	for _, tc := range []struct {
+		name, eoo string
+		command   []string
+		want      string
+	}{
+		{"default marker", "--", []string{"/usr/bin/shellcheck", "--format=gcc", FilesArg}, "/usr/bin/shellcheck --format=gcc -- a.sh -b.sh"},
+		{"no marker", "", []string{"/usr/bin/node", "tsc", "--noEmit", FilesArg}, "/usr/bin/node tsc --noEmit a.sh -b.sh"},
+		{"own marker", "--end-of-options", []string{"/usr/bin/x", FilesArg}, "/usr/bin/x --end-of-options a.sh -b.sh"},
+		{"no marker, argument after", "", []string{"/usr/bin/x", FilesArg, "--late"}, "/usr/bin/x a.sh -b.sh --late"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &Kind{Command: tc.command, EndOfOptions: tc.eoo}
+			if got := strings.Join(k.argv([]string{"a.sh", "-b.sh"}), " "); got != tc.want {
+				t.Errorf("argv %q, want %q", got, tc.want)
+			}
+		})
+	}
+	k, err := ParseKind("/etc/soda/validate/k.conf", "k", []byte("[Validator]\nExecStart=/usr/bin/x %FILES%\nFiles=*.sh\n"))
+	if err != nil || k.EndOfOptions != "--" {
+		t.Errorf("default EndOfOptions: %+v %v, want --", k, err)
+	}
+}
+
+// TestPackagedExamples: the kinds the package ships parse, with the
+// end-of-options each validator accepts (tsc refuses --).
+func TestPackagedExamples(t *testing.T) {
+	for name, eoo := range map[string]string{"shellcheck": "--", "tsc": ""} {
+		k, err := LoadKind(filepath.Join("..", "..", "packaging", "validate"), name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if k.EndOfOptions != eoo || k.TmpSize != DefaultTmpSize || k.HomeSize != DefaultHomeSize {
+			t.Errorf("%s: EndOfOptions %q (want %q), TmpSize %d, HomeSize %d", name, k.EndOfOptions, eoo, k.TmpSize, k.HomeSize)
+		}
 	}
 }

@@ -31,10 +31,16 @@ type Diagnostic struct {
 
 // Digests attribute a verdict to its inputs (sha256, hex).
 type Digests struct {
-	Sources   map[string]string `json:"sources"`
-	All       string            `json:"all"`
-	Config    string            `json:"config"`
-	Validator string            `json:"validator"`
+	Sources map[string]string `json:"sources"`
+	All     string            `json:"all"`
+	Config  string            `json:"config"`
+	// Validator covers what runs: sha256 over the binary's record and
+	// each ReadOnlyPaths tree's (tool.validatorDigest), the parts of which
+	// are ValidatorBinary (the sha256 of Command[0]) and ValidatorTrees
+	// (each tree's digest, by path).
+	Validator       string            `json:"validator"`
+	ValidatorBinary string            `json:"validator_binary"`
+	ValidatorTrees  map[string]string `json:"validator_trees,omitempty"`
 }
 
 // Limits are the limits a call ran under.
@@ -43,6 +49,8 @@ type Limits struct {
 	TasksMax        int64  `json:"tasks_max"`
 	CPUQuotaPercent uint64 `json:"cpu_quota_percent"`
 	DeadlineSeconds int64  `json:"deadline_seconds"`
+	TmpSize         int64  `json:"tmp_size"`
+	HomeSize        int64  `json:"home_size"`
 	Network         string `json:"network"`
 }
 
@@ -169,8 +177,15 @@ func statement(v *Verdict, k *Kind) Statement {
 	p := TestResultsPred{Result: "fail", PassedTests: []string{}, FailedTests: []string{test},
 		Configuration: []ResourceDescriptor{
 			{Name: k.Path, Digest: map[string]string{"sha256": v.Digests.Config}},
-			{Name: k.Command[0], Digest: map[string]string{"sha256": v.Digests.Validator}},
+			{Name: k.Command[0], Digest: map[string]string{"sha256": v.Digests.ValidatorBinary}},
 		}}
+	// Each tree, and the validator digest over the binary and them.
+	for _, root := range k.ReadOnlyPaths {
+		if d, ok := v.Digests.ValidatorTrees[root]; ok {
+			p.Configuration = append(p.Configuration, ResourceDescriptor{Name: root + "/", Digest: map[string]string{"sha256": d}})
+		}
+	}
+	p.Configuration = append(p.Configuration, ResourceDescriptor{Name: "soda-validate@" + k.Name + " validator", Digest: map[string]string{"sha256": v.Digests.Validator}})
 	if v.Completed && v.Verdict != nil && *v.Verdict == StatusValid {
 		p.Result, p.PassedTests, p.FailedTests = "pass", []string{test}, []string{}
 	}

@@ -25,39 +25,59 @@ var (
 	ErrBusy = errors.New("busy: the worker runs one call at a time; try again when it is done")
 	// ErrPoisoned: a clean-up failed; an operator must resolve it.
 	ErrPoisoned = errors.New("poisoned: a previous call's clean-up failed; the worker refuses work until an operator restarts it after checking")
+	// ErrClosed: the worker is stopping.
+	ErrClosed = errors.New("closed: the worker is stopping")
 )
 
 // Worker runs one kind's validator, one call at a time.
 type Worker struct {
-	metrics   *metrics.Validator // nil: off
-	kind      *Kind
-	backend   session.Backend
-	log       *slog.Logger
-	validator string // the validator binary's digest, taken at start
-	binStat   binID  // what the binary was then: rehashed only if it changed
-	owner     *Owner // where poisoning is recorded (nil: memory only)
+	metrics *metrics.Validator // nil: off
+	kind    *Kind
+	backend session.Backend
+	log     *slog.Logger
+	tool    *tool  // the validator's binary and trees, digested at start
+	owner   *Owner // where poisoning is recorded (nil: memory only)
+	// settle is how long past its deadline a call may take to settle
+	// (sandbox start, clean-up) before Healthy calls it wedged.
+	settle time.Duration
 
 	// spare is the next call's sandbox, started after the previous call
 	// (fresh each time, never reused; it waits in the closed network with
 	// nothing in it), so that a call does not wait for one to start.
-	spare chan spareBox
+	// spareOut says one was started and not taken yet: at most one is
+	// ever on its way. Both are the holder of sem's.
+	spare    chan spareBox
+	spareOut bool
 
-	mu       sync.Mutex // held for a whole call and its clean-up
-	poisoned string
+	// sem is held for a whole call and its clean-up, and by Close.
+	sem chan struct{}
+
+	mu        sync.Mutex // guards what follows
+	poisoned  string
+	closed    bool
+	callStart time.Time // of the call holding sem; zero when none
 }
+
+// DefaultSettle is how long past its deadline a call may take to settle:
+// the run's own margin (30 s), the clean-up's bound (30 s) and as much
+// again.
+const DefaultSettle = 90 * time.Second
 
 // NewWorker returns the worker of kind k on backend b (a closed-network
 // sandbox backend with the kind's limits). It reads the validator's
-// digest now: a binary replaced later is caught per call.
+// digest now, of its binary and its ReadOnlyPaths trees: one changed later
+// fails each call until a restart. A worker whose
+// owner record is poisoned starts no sandbox and refuses every call.
 func NewWorker(k *Kind, b session.Backend, owner *Owner, log *slog.Logger) (*Worker, error) {
-	d, err := fileDigest(k.Command[0])
+	tl, err := newTool(k.Command[0], k.ReadOnlyPaths)
 	if err != nil {
-		return nil, fmt.Errorf("validator %s: %w", k.Command[0], err)
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{kind: k, backend: b, log: log, validator: d, binStat: statID(k.Command[0]), owner: owner, spare: make(chan spareBox, 1)}
+	w := &Worker{kind: k, backend: b, log: log, tool: tl, owner: owner, settle: DefaultSettle,
+		spare: make(chan spareBox, 1), sem: make(chan struct{}, 1)}
 	if owner != nil {
 		w.poisoned = owner.Poisoned()
 	}
@@ -72,25 +92,79 @@ type spareBox struct {
 	err error
 }
 
-// startSpare starts the next call's sandbox in the background.
+// startSpare starts the next call's sandbox in the background; the
+// caller holds sem (or is NewWorker).
 func (w *Worker) startSpare() {
+	w.spareOut = true
 	go func() {
 		box, err := w.backend.Start(context.Background(), workspaceSize)
-		w.spare <- spareBox{box, err}
+		w.spare <- spareBox{box, err} // never blocks: one spare at a time
 	}()
 }
 
-// Close ends the spare sandbox; call it once no call runs.
-func (w *Worker) Close(ctx context.Context) {
+// WaitSpare waits until the first call's sandbox has started (or failed
+// to), at most until ctx ends; a poisoned worker has none to wait for.
+// It is part of the worker's recovery, before it reports ready.
+func (w *Worker) WaitSpare(ctx context.Context) error {
+	select {
+	case w.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-w.sem }()
+	if !w.spareOut {
+		return nil
+	}
+	select {
+	case sp := <-w.spare:
+		w.spare <- sp // still the next call's
+		if sp.err != nil {
+			return fmt.Errorf("the first sandbox did not start: %w", sp.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the first sandbox has not started: %w", ctx.Err())
+	}
+}
+
+// Close stops admission, waits for a call in progress and its clean-up,
+// and ends the spare sandbox, each at most until ctx ends. A spare that
+// has not started by then is closed when it does.
+func (w *Worker) Close(ctx context.Context) error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.poisoned != "" {
-		return // no spare was started after the poisoning
+	w.closed = true
+	w.mu.Unlock()
+	select {
+	case w.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("a call is still running: %w", ctx.Err())
 	}
-	if sp := <-w.spare; sp.box != nil {
-		_ = sp.box.Close(ctx)
+	defer func() { <-w.sem }()
+	if !w.spareOut {
+		return nil // none, or it was taken (poisoned: none was started)
 	}
-	w.poisoned = "closed"
+	w.spareOut = false
+	select {
+	case sp := <-w.spare:
+		if sp.box == nil {
+			return nil
+		}
+		if err := sp.box.Close(ctx); err != nil {
+			return fmt.Errorf("close the spare sandbox %s: %w", sp.box.ID(), err)
+		}
+		return nil
+	case <-ctx.Done():
+		go func() {
+			if sp := <-w.spare; sp.box != nil {
+				cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := sp.box.Close(cctx); err != nil {
+					w.log.Error("close the spare sandbox that started after the worker stopped", "sandbox", sp.box.ID(), "err", err)
+				}
+			}
+		}()
+		return fmt.Errorf("the spare sandbox has not started yet (it is closed when it does): %w", ctx.Err())
+	}
 }
 
 // workspaceSize is each call's workspace: the sources and some room.
@@ -111,13 +185,74 @@ func statID(p string) binID {
 	return binID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
 
-// Poisoned says why the worker refuses work ("" when it does not).
+// Poisoned says why the worker refuses work: a failed or uncertain
+// clean-up, or "closed" once it stops; "" when it does not.
 func (w *Worker) Poisoned() string {
-	if !w.mu.TryLock() {
-		return "" // a call runs: its outcome is not known yet
-	}
+	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.poisoned == "" && w.closed {
+		return "closed"
+	}
 	return w.poisoned
+}
+
+// poison makes the worker refuse work from now on, recorded in the owner
+// record so that a restart refuses too.
+func (w *Worker) poison(why string) {
+	w.mu.Lock()
+	first := w.poisoned == ""
+	if first {
+		w.poisoned = why
+	}
+	w.mu.Unlock()
+	if !first {
+		return
+	}
+	w.metrics.CleanupFailed()
+	if w.owner != nil {
+		if err := w.owner.Poison(why); err != nil {
+			w.log.Error("record the poisoning", "err", err)
+		}
+	}
+	w.log.Error("the worker is poisoned: it refuses work until an operator checks and starts it with --reconcile", "kind", w.kind.Name, "why", why)
+}
+
+// Healthy is the watchdog's question: false while a call has not settled
+// long after its deadline (the kind's deadline and the worker's settle
+// time), which also poisons the worker, its clean-up being uncertain.
+func (w *Worker) Healthy() bool {
+	start := w.callStarted()
+	if start.IsZero() || time.Since(start) <= w.kind.Deadline+w.settle {
+		return true
+	}
+	w.poison(fmt.Sprintf("a call has not settled %s after it started (deadline %s): its sandbox's clean-up is uncertain", time.Since(start).Round(time.Second), w.kind.Deadline))
+	return false
+}
+
+// callStarted is when the call in progress started (zero: none).
+func (w *Worker) callStarted() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.callStart
+}
+
+func (w *Worker) setCallStart(t time.Time) {
+	w.mu.Lock()
+	w.callStart = t
+	w.mu.Unlock()
+}
+
+// refusal is why no call may start ("" when one may).
+func (w *Worker) refusal() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.poisoned != "":
+		return fmt.Errorf("%w (%s)", ErrPoisoned, w.poisoned)
+	case w.closed:
+		return ErrClosed
+	}
+	return nil
 }
 
 // SetMetrics makes the worker record its calls (before the first one).
@@ -135,32 +270,34 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	if err := CheckFiles(k, files); err != nil {
 		return nil, err
 	}
-	if !w.mu.TryLock() {
+	select {
+	case w.sem <- struct{}{}:
+	default:
 		w.metrics.Busy()
 		return nil, ErrBusy
 	}
-	defer w.mu.Unlock()
-	if w.poisoned != "" {
-		return nil, fmt.Errorf("%w (%s)", ErrPoisoned, w.poisoned)
+	defer func() { <-w.sem }()
+	if err := w.refusal(); err != nil {
+		return nil, err
 	}
 	start := time.Now()
+	w.setCallStart(start)
+	defer w.setCallStart(time.Time{})
 	v := &Verdict{Kind: k.Name, Untrusted: true, Diagnostics: []Diagnostic{}, Cleanup: "clean",
-		Limits: Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUQuotaPercent: k.CPUPercent, DeadlineSeconds: int64(k.Deadline / time.Second), Network: "none"}}
+		Limits: Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUQuotaPercent: k.CPUPercent, DeadlineSeconds: int64(k.Deadline / time.Second),
+			TmpSize: k.TmpSize, HomeSize: k.HomeSize, Network: "none"}}
 	v.Digests.Sources, v.Digests.All = digests(files)
-	v.Digests.Config, v.Digests.Validator = k.Digest, w.validator
+	v.Digests.Config, v.Digests.Validator = k.Digest, w.tool.digest
+	v.Digests.ValidatorBinary, v.Digests.ValidatorTrees = w.tool.binarySum, w.tool.treeSums()
 	defer func() {
 		v.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 		v.Attestation = statement(v, k)
 		w.metrics.Done(v.Status, time.Since(start))
 	}()
-	if id := statID(k.Command[0]); id != w.binStat || id == (binID{}) {
-		if d, err := fileDigest(k.Command[0]); err == nil && d == w.validator {
-			w.binStat = id // touched, same contents
-		} else {
-			v.Status = StatusFailed
-			v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the validator %s changed since the worker started (or cannot be read): restart it", k.Command[0])})
-			return v, nil
-		}
+	if err := w.tool.check(); err != nil {
+		v.Status = StatusFailed
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: err.Error() + ": the verdict would not be the attested validator's; restart the worker"})
+		return v, nil
 	}
 
 	// The sandbox lives for this call, whatever the client does: its
@@ -168,13 +305,30 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	// supervised to its end; the deadline bounds it).
 	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.Deadline+30*time.Second)
 	defer cancel()
-	sp := <-w.spare
-	box, err := sp.box, sp.err
 	defer func() {
-		if w.poisoned == "" {
-			w.startSpare() // after this call's clean-up (defers run last first)
+		// After this call's clean-up (defers run last first); not while
+		// the one on its way has not come.
+		if w.refusal() == nil && !w.spareOut {
+			w.startSpare()
 		}
 	}()
+	// The spare may still be starting, or hang: wait for it no longer
+	// than the call (a cancellation, its deadline) or the run's bound.
+	// One that comes later is the next call's.
+	var sp spareBox
+	select {
+	case sp = <-w.spare:
+		w.spareOut = false
+	case <-ctx.Done():
+		v.Status = StatusFailed
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the call ended (%v) before its sandbox had started", context.Cause(ctx))})
+		return v, nil
+	case <-runCtx.Done():
+		v.Status = StatusFailed
+		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("no sandbox started within %s", k.Deadline+30*time.Second)})
+		return v, nil
+	}
+	box, err := sp.box, sp.err
 	if err != nil {
 		v.Status = StatusFailed
 		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the sandbox could not start: " + err.Error()})
@@ -183,16 +337,17 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	defer func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer ccancel()
-		if err := box.Close(cctx); err != nil {
+		err := box.Close(cctx)
+		if err == nil && w.owner != nil {
+			// What the backend did not say: the sandbox's home must be
+			// gone from the owner directory (no other sandbox exists
+			// now: the next spare starts after this).
+			err = w.owner.CheckSettled()
+		}
+		if err != nil {
 			v.Cleanup = "failed: " + err.Error()
-			w.poisoned = err.Error()
-			w.metrics.CleanupFailed()
-			if w.owner != nil {
-				if perr := w.owner.Poison(err.Error()); perr != nil {
-					w.log.Error("record the poisoning", "err", perr)
-				}
-			}
-			w.log.Error("validation sandbox clean-up failed: the worker is poisoned", "kind", k.Name, "sandbox", box.ID(), "err", err)
+			w.log.Error("validation sandbox clean-up failed", "kind", k.Name, "sandbox", box.ID(), "err", err)
+			w.poison(fmt.Sprintf("the clean-up of sandbox %s failed: %v", box.ID(), err))
 		}
 	}()
 	var in bytes.Buffer
@@ -224,14 +379,7 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the sources could not be written into the sandbox: %v %s", err, strings.TrimSpace(tarErr.String()))})
 		return v, nil
 	}
-	var argv []string
-	for _, a := range k.Command {
-		if a == FilesArg {
-			argv = append(argv, names...)
-		} else {
-			argv = append(argv, a)
-		}
-	}
+	argv := k.argv(names)
 	var out limitedBuffer
 	out.max = 256 << 10
 	// An explicit cancellation (or the session's end) retires the work:

@@ -380,6 +380,14 @@ func (e *env) testValidateUnit(t *testing.T) {
 	if good["completed"] != true || good["verdict"] != "valid" || good["cleanup"] != "clean" {
 		t.Errorf("a valid script: %v", good)
 	}
+	// Type=notify: active only once READY=1 came, with its status line,
+	// and watched.
+	show := func(prop string) string {
+		return strings.TrimSpace(b.run("systemctl", "show", "-P", prop, "soda-validate@shellcheck.service").stdout)
+	}
+	if typ, st, wd := show("Type"), show("StatusText"), show("WatchdogUSec"); typ != "notify" || !strings.HasPrefix(st, "serving shellcheck") || wd != "30s" {
+		t.Errorf("soda-validate@shellcheck.service: Type=%s StatusText=%q WatchdogUSec=%s; want notify, READY=1's status, 30s", typ, st, wd)
+	}
 	bad := call(`bad.sh=#!/bin/bash\necho $1\n`)
 	diags, _ := json.Marshal(bad["diagnostics"])
 	if bad["completed"] != true || bad["verdict"] != "invalid" || !strings.Contains(string(diags), "SC2086") {

@@ -1,15 +1,19 @@
 package validate
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +37,12 @@ type httpWorker struct {
 // listener; it is killed when t ends.
 func startHTTP(t testing.TB, state, kind, conf string, extra ...string) *httpWorker {
 	t.Helper()
+	return startHTTPEnv(t, state, kind, conf, nil, extra...)
+}
+
+// startHTTPEnv is startHTTP with more environment for the worker.
+func startHTTPEnv(t testing.TB, state, kind, conf string, env []string, extra ...string) *httpWorker {
+	t.Helper()
 	confDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(confDir, kind+".conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -46,6 +56,9 @@ func startHTTP(t testing.TB, state, kind, conf string, extra ...string) *httpWor
 	args := append([]string{"--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr}, extra...)
 	w := &httpWorker{cmd: exec.Command(filepath.Join(bin, "soda-validated"), append(args, kind)...), addr: addr, url: "http://" + addr + "/mcp", stderr: &testkit.Buffer{}}
 	w.cmd.Stderr = w.stderr
+	if env != nil {
+		w.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -435,12 +448,15 @@ func TestBodyReaders(t *testing.T) {
 	w := startHTTP(t, t.TempDir(), "shellcheck", shellcheckConf)
 	addr, tok := w.addr, w.tok
 	// 16 slow senders: headers, then a body that never finishes.
+	var slow []net.Conn
+	t0 := time.Now()
 	for i := 0; i < 16; i++ {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		slow = append(slow, c)
 		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{", addr, tok)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -455,5 +471,403 @@ func TestBodyReaders(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a 17th request while 16 send their bodies: %d, want 503", resp.StatusCode)
+	}
+	// A body not sent within 10 s is cut and answered 408 (a timeout, not
+	// a body too large).
+	_ = slow[0].SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err := bufio.NewReader(slow[0]).ReadString('\n')
+	if d := time.Since(t0); err != nil || !strings.HasPrefix(line, "HTTP/1.1 408") || d < 9*time.Second {
+		t.Errorf("a body still unsent after 10 s: %q %v after %s, want 408 after about 10 s", line, err, d)
+	}
+}
+
+// TestHTTPMalformedUnicode: a POST body is checked on its raw bytes before
+// the SDK decodes it: a lone surrogate escape or a raw 0xFF in a call's
+// content (which encoding/json would turn into U+FFFD, validated and
+// attested) is answered 400 with a JSON-RPC parse error, and nothing
+// runs; the session goes on.
+func TestHTTPMalformedUnicode(t *testing.T) {
+	requireSandbox(t)
+	w := startHTTP(t, t.TempDir(), "sh", "[Validator]\nExecStart=/bin/sh -c \"exit 0\" %FILES%\nFiles=*.sh\n")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", w.stderr.String())
+		}
+	})
+	post := func(sid, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", w.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+w.tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if sid == "" {
+			return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+		}
+		return resp.StatusCode, string(b)
+	}
+	code, sid := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if code != 200 || sid == "" {
+		t.Fatalf("initialize: %d, session %q", code, sid)
+	}
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	call := func(content string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"validate","arguments":{"files":[{"path":"a.sh","content":"` + content + `"}]}}}`
+	}
+	for _, c := range []struct{ name, body string }{
+		{"a lone high surrogate", call(`echo \ud800`)},
+		{"a lone low surrogate", call(`echo \udfff`)},
+		{"a raw 0xFF", call("echo \xff")},
+		{"not JSON", `{"jsonrpc":`},
+	} {
+		code, body := post(sid, c.body)
+		var resp rpcResponse
+		if err := json.Unmarshal([]byte(body), &resp); code != 400 || err != nil || resp.Error == nil || resp.Error.Code != -32700 || resp.Result != nil {
+			t.Errorf("%s: %d %.300s, want 400 with a JSON-RPC parse error", c.name, code, body)
+		}
+	}
+	// Nothing ran: no call was counted.
+	sample := top.Read(context.Background(), http.DefaultClient, []top.Source{{Name: "sh", URL: "http://" + w.addr + "/metrics", Token: w.tok}})
+	if fams := sample.Fams[0]; fams == nil || fams.Sum("soda_validate_calls_total", "status", "valid") != 0 {
+		t.Errorf("a malformed body was validated: %v %v", sample.Errs, fams)
+	}
+	// The session goes on: a good call with a surrogate pair is valid.
+	if code, body := post(sid, call(`echo \ud83d\ude00`)); code != 200 || !strings.Contains(body, `\"verdict\":\"valid\"`) && !strings.Contains(body, `"verdict":"valid"`) {
+		t.Errorf("a good call after the malformed ones: %d %.400s", code, body)
+	}
+}
+
+// TestCleanupFailurePoisons: a real clean-up failure through the real
+// binary. The spare sandbox's home in the owner directory is made a mount
+// point on the host (as a process or mount holding it busy would), so the
+// clean-up after the call cannot remove it: the verdict says the clean-up
+// failed, the worker refuses work and /ready is 503; after a restart
+// (with the mount gone) it is still poisoned, until --reconcile.
+func TestCleanupFailurePoisons(t *testing.T) {
+	requireSandbox(t)
+	state := t.TempDir()
+	w := startHTTP(t, state, "shellcheck", shellcheckConf)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", w.stderr.String())
+		}
+	})
+	tmp := filepath.Join(state, "shellcheck", "tmp")
+	var home string
+	for deadline := time.Now().Add(10 * time.Second); home == ""; {
+		if ents, _ := os.ReadDir(tmp); len(ents) == 1 {
+			home = filepath.Join(tmp, ents[0].Name())
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no spare sandbox's home in %s: %v", tmp, ents)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Mount("tmpfs", home, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("cannot mount a tmpfs on the sandbox's home (%v): the failure cannot be made", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(home, syscall.MNT_DETACH) })
+	ready := func(w *httpWorker) int {
+		req, _ := http.NewRequest("GET", "http://"+w.addr+"/ready", nil)
+		req.Header.Set("Authorization", "Bearer "+w.tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := ready(w); c != 200 {
+		t.Fatalf("/ready before the call: %d", c)
+	}
+	cs := w.connect(t)
+	defer cs.Close()
+	v, text, isErr := validate(t, cs, [2]string{"a.sh", "#!/bin/bash\necho \"$1\"\n"})
+	if !strings.HasPrefix(v.Cleanup, "failed: ") || !strings.Contains(v.Cleanup, filepath.Base(home)) {
+		t.Fatalf("a call whose sandbox's home could not be removed: clean-up %q (isError %v)\n%s", v.Cleanup, isErr, text)
+	}
+	for deadline := time.Now().Add(3 * time.Second); ready(w) != 503; {
+		if time.Now().After(deadline) {
+			t.Fatal("/ready is not 503 after a failed clean-up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, text, isErr := validate(t, cs, [2]string{"a.sh", "true\n"}); !isErr || !strings.Contains(text, "poisoned") {
+		t.Errorf("a call after the failed clean-up: %s", text)
+	}
+	// The operator finds the mount and removes it; a restart alone does
+	// not clear the poisoning.
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	_ = w.cmd.Wait()
+	if err := syscall.Unmount(home, 0); err != nil {
+		t.Fatalf("unmount %s: %v", home, err)
+	}
+	w2 := startHTTP(t, state, "shellcheck", shellcheckConf)
+	if c := ready(w2); c != 503 {
+		t.Errorf("/ready after a restart of a poisoned worker: %d, want 503", c)
+	}
+	cs2 := w2.connect(t)
+	defer cs2.Close()
+	if _, text, isErr := validate(t, cs2, [2]string{"a.sh", "true\n"}); !isErr || !strings.Contains(text, "poisoned") || !strings.Contains(text, filepath.Base(home)) {
+		t.Errorf("a call after a restart: %s", text)
+	}
+	cs2.Close()
+	_ = w2.cmd.Process.Signal(syscall.SIGTERM)
+	_ = w2.cmd.Wait()
+	w3 := startHTTP(t, state, "shellcheck", shellcheckConf, "--reconcile")
+	for deadline := time.Now().Add(3 * time.Second); ready(w3) != 200; {
+		if time.Now().After(deadline) {
+			t.Fatal("/ready is not 200 after --reconcile")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// rawPost posts body to the worker's /mcp (with sid when not empty) and
+// returns the status, the session id it gave and the body.
+func (w *httpWorker) rawPost(t testing.TB, sid, body string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", w.url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+w.tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+}
+
+const rawInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// TestSessionCapConcurrent: 16 initialize requests at once admit exactly
+// 8 sessions (a slot is reserved before the SDK sees the request, counting
+// sessions still initializing), the others get 503; once the 8 are
+// deleted, 8 more are admitted. Three rounds.
+func TestSessionCapConcurrent(t *testing.T) {
+	requireSandbox(t)
+	w := startHTTP(t, t.TempDir(), "sh", "[Validator]\nExecStart=/bin/sh -c \"exit 0\" %FILES%\nFiles=*.sh\n")
+	for round := range 3 {
+		var mu sync.Mutex
+		var sids []string
+		refused := 0
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				code, sid, body := w.rawPost(t, "", rawInit)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case code == 200 && sid != "":
+					sids = append(sids, sid)
+				case code == 503:
+					refused++
+				default:
+					t.Errorf("an initialize: %d %q", code, body)
+				}
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		if len(sids) != 8 || refused != 8 {
+			t.Errorf("round %d: 16 concurrent initialize requests admitted %d sessions and refused %d; want 8 and 8", round, len(sids), refused)
+		}
+		for _, sid := range sids {
+			req, _ := http.NewRequest("DELETE", w.url, nil)
+			req.Header.Set("Authorization", "Bearer "+w.tok)
+			req.Header.Set("Mcp-Session-Id", sid)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+}
+
+// TestSessionIdleExpiry: with --session-idle 2s (15 min by default), a
+// session unused for longer is gone (404) and its slot is free again; a
+// call that runs longer than the idle time does not expire its session.
+func TestSessionIdleExpiry(t *testing.T) {
+	requireSandbox(t)
+	w := startHTTP(t, t.TempDir(), "slow", "[Validator]\nExecStart=/bin/sh -c \"sleep 4; exit 0\" %FILES%\nFiles=*.sh\n", "--session-idle", "2s")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", w.stderr.String())
+		}
+	})
+	var sids []string
+	for i := range 8 {
+		code, sid, body := w.rawPost(t, "", rawInit)
+		if code != 200 || sid == "" {
+			t.Fatalf("initialize %d: %d %s", i, code, body)
+		}
+		sids = append(sids, sid)
+	}
+	if code, _, _ := w.rawPost(t, "", rawInit); code != 503 {
+		t.Fatalf("a 9th session: %d, want 503", code)
+	}
+	// One session works through a call of 4 s, twice the idle time.
+	busy := sids[0]
+	w.rawPost(t, busy, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	code, _, body := w.rawPost(t, busy, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"validate","arguments":{"files":[{"path":"a.sh","content":"true\n"}]}}}`)
+	if code != 200 || !strings.Contains(body, `"verdict":"valid"`) {
+		t.Fatalf("a call of 4 s: %d %.300s", code, body)
+	}
+	if code, _, body := w.rawPost(t, busy, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); code != 200 {
+		t.Errorf("the session that ran a call longer than the idle time: %d %s, want it alive", code, body)
+	}
+	// The others were idle for 4 s: gone.
+	for _, sid := range sids[1:] {
+		if code, _, _ := w.rawPost(t, sid, `{"jsonrpc":"2.0","id":4,"method":"ping"}`); code != 404 {
+			t.Errorf("a session idle for 4 s with --session-idle 2s: %d, want 404", code)
+		}
+	}
+	// Their slots are free: 7 more sessions are admitted, the 9th not.
+	for i := range 7 {
+		if code, _, body := w.rawPost(t, "", rawInit); code != 200 {
+			t.Fatalf("initialize %d after the idle ones expired: %d %s", i, code, body)
+		}
+	}
+	if code, _, _ := w.rawPost(t, "", rawInit); code != 503 {
+		t.Errorf("a 9th session: %d, want 503", code)
+	}
+}
+
+// TestNotifyReadyAndWatchdog: under a service manager (a NOTIFY_SOCKET of
+// the test's own, WATCHDOG_USEC=1s) the worker reports READY=1 only once
+// its recovery is done (what a killed predecessor left is removed, the
+// first call's sandbox has started) and it serves; then WATCHDOG=1 every
+// half interval; STOPPING=1 when it is stopped.
+func TestNotifyReadyAndWatchdog(t *testing.T) {
+	requireSandbox(t)
+	state := t.TempDir()
+	conf := "[Validator]\nExecStart=/bin/sh -c \"exit 0\" %FILES%\nFiles=*.sh\n"
+	// A first start makes the owner directory; then a predecessor's home.
+	confDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "sh.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "sh")
+	if out, err := first.CombinedOutput(); err != nil {
+		t.Fatalf("first start: %v\n%s", err, out)
+	}
+	leftover := filepath.Join(state, "sh", "tmp", "soda-session-home-predecessor")
+	if err := os.MkdirAll(filepath.Join(leftover, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	type msg struct {
+		text string
+		at   time.Time
+	}
+	msgs := make(chan msg, 100)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- msg{string(buf[:n]), time.Now()}
+		}
+	}()
+	// Started by hand, not by startHTTP, to look at the state the moment
+	// READY=1 comes.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(filepath.Join(bin, "soda-validated"), "--config-dir", confDir, "--state-dir", state, "--allow-degraded", "cgroup", "--transport", "http", "--listen", addr, "sh")
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=1000000")
+	stderr := &testkit.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("soda-validated stderr:\n%s", stderr.String())
+		}
+	})
+	next := func(what string) msg {
+		t.Helper()
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatalf("the notify socket closed before %s", what)
+			}
+			return m
+		case <-time.After(15 * time.Second):
+			t.Fatalf("no %s within 15 s", what)
+		}
+		return msg{}
+	}
+	m := next("READY=1")
+	if !strings.Contains(m.text, "READY=1") {
+		t.Fatalf("the first notification: %q, want READY=1", m.text)
+	}
+	// At READY=1: recovery done, the spare started, the listener serving.
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("READY=1 before the predecessor's home was removed (%v)", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "sh", "tmp")); len(ents) != 1 {
+		t.Errorf("READY=1 with %d homes in the owner directory, want the first call's sandbox's", len(ents))
+	}
+	tok, _ := os.ReadFile(filepath.Join(state, "sh", "token"))
+	req, _ := http.NewRequest("GET", "http://"+addr+"/ready", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("GET /ready right after READY=1: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// WATCHDOG=1 at half of WATCHDOG_USEC.
+	pings := 0
+	for t0 := time.Now(); time.Since(t0) < 2200*time.Millisecond; {
+		select {
+		case m := <-msgs:
+			if strings.Contains(m.text, "WATCHDOG=1") {
+				pings++
+			}
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if pings < 3 || pings > 6 {
+		t.Errorf("%d WATCHDOG=1 in 2.2 s with WATCHDOG_USEC=1s, want about 4", pings)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	for {
+		m := next("STOPPING=1")
+		if strings.Contains(m.text, "STOPPING=1") {
+			break
+		}
 	}
 }

@@ -87,13 +87,16 @@ type verdict struct {
 		Line                    int
 	} `json:"diagnostics"`
 	Digests struct {
-		Sources   map[string]string `json:"sources"`
-		All       string            `json:"all"`
-		Config    string            `json:"config"`
-		Validator string            `json:"validator"`
+		Sources         map[string]string `json:"sources"`
+		All             string            `json:"all"`
+		Config          string            `json:"config"`
+		Validator       string            `json:"validator"`
+		ValidatorBinary string            `json:"validator_binary"`
 	} `json:"digests"`
 	Limits struct {
 		MemoryMax int64  `json:"memory_max"`
+		TmpSize   int64  `json:"tmp_size"`
+		HomeSize  int64  `json:"home_size"`
 		Network   string `json:"network"`
 	} `json:"limits"`
 	Attestation struct {
@@ -187,12 +190,17 @@ func TestShellcheck(t *testing.T) {
 	}
 	confData, _ := os.ReadFile(conf)
 	binData, _ := os.ReadFile("/usr/bin/shellcheck")
-	if v.Digests.Config != sha(string(confData)) || v.Digests.Validator != sha(string(binData)) {
-		t.Errorf("config digest %s (want %s), validator %s (want %s)", v.Digests.Config, sha(string(confData)), v.Digests.Validator, sha(string(binData)))
+	// The validator digest, as soda-validated(8) documents it: NUL-
+	// terminated fields "binary", its path, its sha256 (no tree here).
+	validator := sha("binary\x00/usr/bin/shellcheck\x00" + sha(string(binData)) + "\x00")
+	if v.Digests.Config != sha(string(confData)) || v.Digests.ValidatorBinary != sha(string(binData)) || v.Digests.Validator != validator {
+		t.Errorf("config digest %s (want %s), validator binary %s (want %s), validator %s (want %s)", v.Digests.Config, sha(string(confData)),
+			v.Digests.ValidatorBinary, sha(string(binData)), v.Digests.Validator, validator)
 	}
 	a := v.Attestation
 	if a.Type != "https://in-toto.io/Statement/v1" || a.PredicateType != "https://in-toto.io/attestation/test-result/v0.1" ||
-		a.Predicate.Result != "fail" || len(a.Subject) != 2 || a.Subject[0].Digest["sha256"] != sha(bad) || len(a.Predicate.Configuration) != 2 {
+		a.Predicate.Result != "fail" || len(a.Subject) != 2 || a.Subject[0].Digest["sha256"] != sha(bad) || len(a.Predicate.Configuration) != 3 ||
+		a.Predicate.Configuration[1].Digest["sha256"] != sha(string(binData)) || a.Predicate.Configuration[2].Digest["sha256"] != validator {
 		t.Errorf("attestation %+v", a)
 	}
 	if v.Limits.Network != "none" || v.Limits.MemoryMax != 1<<30 {
@@ -208,6 +216,7 @@ func TestTypeScript(t *testing.T) {
 	ts, _ = filepath.Abs(ts)
 	cs, _ := worker(t, "tsc", fmt.Sprintf(`[Validator]
 ExecStart=/usr/bin/node %s/bin/tsc --noEmit --pretty false --strict --target es2022 %%FILES%%
+EndOfOptions=
 Files=*.ts
 Output=tsc
 InvalidExit=1 2
@@ -246,6 +255,10 @@ func TestRefusals(t *testing.T) {
 		{"too much", [][2]string{{"1.sh", big[:60000]}, {"2.sh", big[:60000]}, {"3.sh", big[:60000]}, {"4.sh", big[:60000]}, {"5.sh", big[:60000]}}, "in all"},
 		{"pattern", [][2]string{{"a.py", ""}}, "takes only"},
 		{"long name", [][2]string{{strings.Repeat("a", 300) + ".sh", ""}}, "at most 255"},
+		{"long s and s", [][2]string{{"\u017f.sh", ""}, {"s.sh", ""}}, "overlap"},
+		{"Kelvin sign and k", [][2]string{{"\u212a.sh", ""}, {"k.sh", ""}}, "overlap"},
+		{"C1 control", [][2]string{{"a\u0085.sh", ""}}, "U+0085"},
+		{"bidi override", [][2]string{{"a\u202egs.sh", ""}}, "U+202E"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
@@ -387,4 +400,154 @@ func secondIn(confDir, state string, extra ...string) (string, error) {
 	cmd.Stdin = strings.NewReader("")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestFlagInjection: a file name that is an option never reaches the
+// validator's argv as one. With the real shellcheck, a clean script named
+// --enable=all,x.sh (which turned a valid verdict into invalid) and one
+// named -x/a.sh (which crashed shellcheck) are refused before anything
+// runs; and the kind's end-of-options marker reaches the validator right
+// before the files.
+func TestFlagInjection(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/shellcheck"); err != nil {
+		t.Fatalf("shellcheck is not installed (.ci/run installs it): %v", err)
+	}
+	cs, _ := worker(t, "shellcheck", shellcheckConf)
+	// Clean by default; invalid under shellcheck's optional checks (SC2250).
+	clean := "#!/bin/bash\nset -eu\necho \"hello $HOME\"\n"
+	for _, name := range []string{"--enable=all,x.sh", "-x/a.sh", "src/-o.sh"} {
+		v, text, isErr := validate(t, cs, [2]string{"ok.sh", clean}, [2]string{name, clean})
+		if !isErr || !strings.Contains(text, "refused") || !strings.Contains(text, `"-"`) {
+			t.Errorf("%s: isError %v, status %q: %s; want refused (a name starting with \"-\")", name, isErr, v.Status, text)
+		}
+	}
+	// The same clean script under a plain name is valid: the refusals
+	// above are about the names.
+	if v, text, _ := validate(t, cs, [2]string{"x.sh", clean}); v.Verdict == nil || *v.Verdict != "valid" {
+		t.Fatalf("the clean script: %+v\n%s", v, text)
+	}
+
+	// What the validator receives: sh -c puts the first argument after
+	// the script in $0, the rest in $@.
+	argvConf := `[Validator]
+ExecStart=/bin/sh -c "echo \"a.sh:1:1: error: argv $0 $*\"; exit 1" %FILES%
+Files=*.sh
+`
+	cs, _ = worker(t, "argv", argvConf)
+	v, text, _ := validate(t, cs, [2]string{"a.sh", "true\n"}, [2]string{"b.sh", "true\n"})
+	if len(v.Diagnostics) != 1 || v.Diagnostics[0].Message != "argv -- a.sh b.sh" {
+		t.Errorf("the validator's argv: %+v\n%s; want the files after --", v.Diagnostics, text)
+	}
+	cs, _ = worker(t, "argv", argvConf+"EndOfOptions=\n")
+	v, text, _ = validate(t, cs, [2]string{"a.sh", "true\n"}, [2]string{"b.sh", "true\n"})
+	if len(v.Diagnostics) != 1 || v.Diagnostics[0].Message != "argv a.sh b.sh" {
+		t.Errorf("the validator's argv with EndOfOptions= empty: %+v\n%s; want the files alone", v.Diagnostics, text)
+	}
+}
+
+// TestValidatorTree: the validator digest covers the kind's ReadOnlyPaths
+// tree, not only Command[0] (here /bin/sh, as /usr/bin/node is for tsc):
+// a script of the tree changed between calls fails the next call, naming
+// it, and after a restart the digest differs.
+func TestValidatorTree(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tool")
+	if err := os.MkdirAll(tree, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(dir), dir} { // the sandbox's own uid reads it
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(tree, "check.sh")
+	if err := os.WriteFile(script, []byte("exit 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("[Validator]\nExecStart=/bin/sh %s %%FILES%%\nFiles=*.sh\nReadOnlyPaths=%s\n", script, tree)
+	state := t.TempDir()
+	cs, _ := workerIn(t, state, "tree", conf)
+	v, text, _ := validate(t, cs, [2]string{"a.sh", "true\n"})
+	if v.Verdict == nil || *v.Verdict != "valid" {
+		t.Fatalf("the first call: %+v\n%s", v, text)
+	}
+	first := v.Digests.Validator
+	sh, _ := os.ReadFile("/bin/sh")
+	if first == "" || first == sha(string(sh)) {
+		t.Errorf("validator digest %q: it covers /bin/sh alone", first)
+	}
+	if err := os.WriteFile(script, []byte("exit 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, text, isErr := validate(t, cs, [2]string{"a.sh", "true\n"})
+	if !isErr || v.Status != "failed" || !strings.Contains(text, "check.sh changed") {
+		t.Errorf("a call after the tree's script changed: status %q isError %v\n%s", v.Status, isErr, text)
+	}
+	cs.Close()
+	cs, _ = workerIn(t, state, "tree", conf)
+	v, text, _ = validate(t, cs, [2]string{"a.sh", "true\n"})
+	if v.Digests.Validator == first || v.Digests.Validator == "" {
+		t.Errorf("after a restart the validator digest is %q, the first was %q\n%s", v.Digests.Validator, first, text)
+	}
+}
+
+// probeScript is a request file that a test kind runs as its validator
+// (ExecStart=/bin/sh %FILES%): it reports the sizes of the writable
+// places and the cgroup limits it runs under, one diagnostic each
+// ("KEY VALUE").
+const probeScript = `size() { echo "a.sh:1:1: error: $1 $(( $(stat -f -c '%b * %S' "$2") ))"; }
+size tmp /tmp
+size vartmp /var/tmp
+size home "$HOME"
+v() { [ -r "$2" ] && echo "a.sh:2:1: error: $1 $(cat "$2")"; }
+v pids /sys/fs/cgroup/pids.max || v pids /sys/fs/cgroup/pids/pids.max
+v memory /sys/fs/cgroup/memory.max || v memory /sys/fs/cgroup/memory/memory.limit_in_bytes
+v cpu /sys/fs/cgroup/cpu.max || v cpu /sys/fs/cgroup/cpu/cpu.cfs_quota_us
+exit 1
+`
+
+// TestLimitsReachTheSandbox: each call's sandbox runs under the kind's
+// limits, read from inside it: MemoryMax=, TasksMax=, CPUQuota= (where the
+// host's cgroups show them to the sandbox), and a private /tmp (and
+// /var/tmp) and home of 64 MiB each by default, Limits.TmpSize= and
+// Limits.HomeSize= when set; the verdict's limits say the same.
+func TestLimitsReachTheSandbox(t *testing.T) {
+	probe := func(t *testing.T, limits string) (map[string]string, verdict) {
+		t.Helper()
+		cs, _ := worker(t, "probe", "[Validator]\nExecStart=/bin/sh %FILES%\nEndOfOptions=\nFiles=*.sh\n[Limits]\nMemoryMax=256M\nTasksMax=16\nCPUQuota=50%\n"+limits)
+		v, text, _ := validate(t, cs, [2]string{"a.sh", probeScript})
+		got := map[string]string{}
+		for _, d := range v.Diagnostics {
+			if k, val, ok := strings.Cut(d.Message, " "); ok {
+				got[k] = val
+			}
+		}
+		if got["tmp"] == "" || got["home"] == "" {
+			t.Fatalf("the probe did not report: %+v\n%s", v, text)
+		}
+		return got, v
+	}
+	got, v := probe(t, "")
+	mib64 := fmt.Sprint(64 << 20)
+	if got["tmp"] != mib64 || got["vartmp"] != mib64 || got["home"] != mib64 {
+		t.Errorf("default sizes: /tmp %s, /var/tmp %s, home %s bytes; want %s each", got["tmp"], got["vartmp"], got["home"], mib64)
+	}
+	if v.Limits.TmpSize != 64<<20 || v.Limits.HomeSize != 64<<20 {
+		t.Errorf("the verdict's limits: %+v", v.Limits)
+	}
+	if got["pids"] == "" && got["memory"] == "" {
+		t.Logf("the host's cgroups are not visible in the sandbox: the cgroup limits are not read from inside here")
+	} else {
+		if got["pids"] != "16" || got["memory"] != fmt.Sprint(256<<20) || (got["cpu"] != "50000 100000" && got["cpu"] != "50000") {
+			t.Errorf("cgroup limits in the sandbox: pids %q, memory %q, cpu %q; want 16, 256 MiB, 50%%", got["pids"], got["memory"], got["cpu"])
+		}
+	}
+	got, v = probe(t, "TmpSize=16M\nHomeSize=8M\n")
+	if got["tmp"] != fmt.Sprint(16<<20) || got["vartmp"] != fmt.Sprint(16<<20) || got["home"] != fmt.Sprint(8<<20) {
+		t.Errorf("TmpSize=16M HomeSize=8M: /tmp %s, /var/tmp %s, home %s bytes", got["tmp"], got["vartmp"], got["home"])
+	}
+	if v.Limits.TmpSize != 16<<20 || v.Limits.HomeSize != 8<<20 {
+		t.Errorf("the verdict's limits: %+v", v.Limits)
+	}
 }

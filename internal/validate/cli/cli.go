@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,11 +15,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/stdiorpc"
+	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/validate"
 	"github.com/soda-project/soda/internal/version"
 )
@@ -40,6 +41,8 @@ Options:
   --listen 127.0.0.1:PORT  the loopback address (http without systemd)
   --token-file FILE        the bearer token (default STATE/KIND/token, made
                            on the first start)
+  --session-idle DURATION  close an HTTP session unused this long (default
+                           15m; a call in progress is use)
   --allow-degraded LAYERS  run without these sandbox layers where the host
                            lacks them (e.g. cgroup: then no limits)
   --metrics-textfile       also write the Prometheus metrics every 5 s to
@@ -62,6 +65,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("token-file", "", "")
 	degraded := fs.String("allow-degraded", "", "")
 	textfile := fs.Bool("metrics-textfile", false, "")
+	sessionIdle := fs.Duration("session-idle", DefaultSessionIdle, "")
 	verbose := fs.Bool("verbose", false, "")
 	fs.BoolVar(verbose, "v", false, "")
 	showVersion := fs.Bool("version", false, "")
@@ -86,7 +90,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o := opts{kind: fs.Arg(0), dir: *dir, stateDir: *stateDir, degraded: *degraded, reconcile: *reconcile,
-		transport: *transport, listen: *listen, tokenFile: *tokenFile, textfile: *textfile}
+		transport: *transport, listen: *listen, tokenFile: *tokenFile, textfile: *textfile, sessionIdle: *sessionIdle}
+	if o.sessionIdle <= 0 {
+		fmt.Fprintf(stderr, "soda-validated: --session-idle %s: a positive duration such as 15m\n", *sessionIdle)
+		return 2
+	}
 	if o.tokenFile == "" {
 		o.tokenFile = filepath.Join(o.stateDir, o.kind, "token")
 	}
@@ -102,6 +110,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type opts struct {
 	kind, dir, stateDir, degraded, transport, listen, tokenFile string
 	reconcile, textfile                                         bool
+	sessionIdle                                                 time.Duration
 }
 
 func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
@@ -109,8 +118,10 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Each call's sandbox: no network, the kind's limits, and small
+	// private /tmp and home, so that all a call can write is bounded.
 	tmpl := sandbox.Spec{NoNetwork: true, ReadOnly: k.ReadOnlyPaths, Env: k.Env,
-		Limits: sandbox.Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUPercent: k.CPUPercent}}
+		Limits: sandbox.Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUPercent: k.CPUPercent, TmpSize: k.TmpSize, HomeSize: k.HomeSize}}
 	if o.degraded != "" {
 		if tmpl.AllowDegraded, err = sandbox.ParseLayers(o.degraded); err != nil {
 			return fmt.Errorf("--allow-degraded: %w", err)
@@ -145,12 +156,24 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// A call in progress and its clean-up may take the deadline,
+		// the run's margin and the clean-up's bound (TimeoutStopSec=).
+		cctx, cancel := context.WithTimeout(context.Background(), stopWait(k))
 		defer cancel()
-		w.Close(cctx) // waits for a call in progress and its clean-up
+		if err := w.Close(cctx); err != nil {
+			log.Error("stop the worker", "err", err)
+		}
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The first call's sandbox is part of the recovery: ready means a call
+	// can run at once.
+	sctx, cancelSpare := context.WithTimeout(ctx, time.Minute)
+	if err := w.WaitSpare(sctx); err != nil {
+		log.Warn("the first sandbox did not start: each call tries again", "err", err)
+	}
+	cancelSpare()
+	notify := systemd.NewNotifier(log)
 	log.Info("validation worker ready", "kind", k.Name, "validator", k.Command[0], "transport", o.transport, "deadline", k.Deadline, "memory_max", k.MemoryMax, "tasks_max", k.TasksMax)
 	server, calls := validate.NewServerCalls(w, version.Version)
 	// GET /metrics behind the worker's token over HTTP, and a textfile
@@ -173,15 +196,26 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 		}()
 	}
 	if o.transport == "http" {
-		return serveHTTP(ctx, log, server, calls, w, o.listen, o.tokenFile, reg)
+		return serveHTTP(ctx, log, notify, server, calls, w, o, reg)
 	}
-	err = server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}})
-	if err != nil && ctx.Err() == nil && err != io.EOF {
+	notify.Ready(fmt.Sprintf("serving %s on stdio", k.Name))
+	go func() {
+		if err := notify.Watchdog(ctx, w.Healthy); err != nil {
+			log.Warn("watchdog", "err", err)
+		}
+	}()
+	// One bad frame is answered with a JSON-RPC error and skipped, never
+	// the end of the session; frames are checked on their raw bytes
+	// (UTF-8, lone surrogates, depth) before decoding, and bounded as an
+	// HTTP body is.
+	err = server.Run(ctx, &stdiorpc.Transport{Reader: stdin, Writer: stdout, MaxFrame: maxBodyBytes, Log: log})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	return nil
 }
 
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
+// stopWait is how long stopping waits for a call in progress and its
+// clean-up: the deadline, the run's margin (30 s) and the clean-up's bound
+// (30 s).
+func stopWait(k *validate.Kind) time.Duration { return k.Deadline + time.Minute }
