@@ -94,6 +94,14 @@ type ExitStatus struct {
 	// CPUThrottled is, for a sandbox's end, how many periods its CPU
 	// quota throttled it (where the host counts them).
 	CPUThrottled uint64 `json:"cpu_throttled,omitempty"`
+	// WorkspaceFull is, for an Exec in a sandbox with a workspace
+	// (Spec.WorkspaceSize), whether the workspace had less than a page
+	// free or no free inode when init sampled it: when the command
+	// started, every wire.ExecSampleInterval (100 ms) while it ran, and
+	// when it ended. The filesystem says so, not the command's output; a
+	// fill the command undid within one interval can go unseen, and a
+	// workspace already full when the command started counts.
+	WorkspaceFull bool `json:"workspace_full,omitempty"`
 }
 
 // Start launches spec's command in a new sandbox. It returns once the
