@@ -380,12 +380,11 @@ func TestKilledSessionServerIsSwept(t *testing.T) {
 	killed(t, cmd, init)
 	there := l.stillThere()
 
-	fresh, _, ferr := start()
+	_, _, ferr := start() // closed (stdin, then a wait) at the end: it leaves nothing
 	l.assertGone(t, there)
 	if t.Failed() {
 		t.Logf("fresh server's stderr:\n%s", ferr)
 	}
-	_ = fresh.Process.Kill()
 }
 
 // TestKilledValidatorIsSwept: kill -9 of soda-validated with its spare
@@ -408,7 +407,14 @@ func TestKilledValidatorIsSwept(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { in.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		t.Cleanup(func() {
+			// End of input ends it with its sandboxes; SIGKILL only if
+			// it hangs.
+			in.Close()
+			kill := time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Kill() })
+			_ = cmd.Wait()
+			kill.Stop()
+		})
 		return cmd, in, stderr
 	}
 	homes := homeGlobs(filepath.Join(state, "leftovers", "tmp", "*"))
