@@ -55,7 +55,13 @@ func run() int {
 		return 1
 	}
 	defer func() {
-		_ = sb.Kill(context.Background(), 9, false)
+		// Ended before the next step of the caller (sodad's per-user
+		// count).
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := sb.Kill(ctx, 9, false); err == nil {
+			_, _ = sb.Wait(ctx)
+		}
 		sb.Close()
 	}()
 	failed := false
