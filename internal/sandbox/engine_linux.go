@@ -10,6 +10,7 @@ import (
 
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/workhome"
 )
 
 // CgroupManager says who makes each sandbox's cgroup.
@@ -100,6 +101,10 @@ type Linux struct {
 	// loopback: one netlink subscription per engine, made on first use.
 	addrMu sync.Mutex
 	addrs  *egress.HostAddrs
+
+	// The homes NewHome made that no sandbox has taken yet.
+	homeMu sync.Mutex
+	homes  map[string]*workhome.Home
 }
 
 // New checks cfg and returns an engine built from it.
@@ -153,44 +158,96 @@ func (e *Linux) hostAddrs(log *slog.Logger) egress.LocalAddrs {
 }
 
 // SweepLeftovers removes what sandboxes whose owner was killed left
-// behind: with systemd, the scopes of owners that are gone (a live
-// owner's, in this process or another, is never touched, see
-// child.ScopePlacer.SweepLeftovers); without, the empty cgroup
-// directories older than a sibling's between its creation and its clone.
-// Call it once when a process that starts sandboxes starts.
+// behind, and returns what it removed: with systemd, the scopes of owners
+// that are gone (a live owner's, in this process or another, is never
+// touched, see child.ScopePlacer.SweepLeftovers); without, the cgroup
+// directories the engine made itself, in every hierarchy mounted (the v2
+// tree and each v1 one, the memory hierarchy's below any process's own
+// cgroup too; see child.SweepGroups: a live owner's are never touched,
+// those without an owner lock only when empty and older than a sibling's
+// between its creation and its clone); and either way the homes of
+// killed owners in the engine's state directory (NewHome, and sodactl
+// run's). Call it once when a process that starts sandboxes starts.
 func (e *Linux) SweepLeftovers(ctx context.Context) ([]string, error) {
-	if e.cfg.Cgroups == CgroupSystemd {
-		p, err := e.scopePlacer(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return p.SweepLeftovers(ctx)
-	}
 	var removed []string
 	var errs []error
-	if p, err := child.NewCgroupPlacer("soda-sandbox", child.Limits{}); err == nil {
-		removed = append(removed, p.(child.Sweeper).Sweep(e.cfg.Log, leftoverAge)...)
+	if e.cfg.Cgroups == CgroupSystemd {
+		p, err := e.scopePlacer(ctx)
+		if err == nil {
+			var units []string
+			units, err = p.SweepLeftovers(ctx)
+			removed = append(removed, units...)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	} else {
+		dirs, err := child.SweepGroups(ctx, e.cfg.Log, "soda-sandbox", child.GroupLockDir(), leftoverAge)
+		removed = append(removed, dirs...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep sandbox cgroups: %w", err))
+		}
+	}
+	if homes, err := e.homeDir(""); err == nil {
+		if n := homes.Sweep(e.cfg.Log); n > 0 {
+			removed = append(removed, fmt.Sprintf("%d homes in %s", n, homes.Path()))
+		}
 	} else {
 		errs = append(errs, err)
 	}
-	if e.cfg.Privileged {
-		if p, err := child.NewCgroup1Placer("soda-sandbox", child.Limits{}); err == nil {
-			removed = append(removed, p.(child.Sweeper).Sweep(e.cfg.Log, leftoverAge)...)
-		} else if len(errs) > 0 {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 && len(errs) == 1+btoi(e.cfg.Privileged) {
-		return removed, fmt.Errorf("sweep sandbox cgroups: %w", errors.Join(errs...))
-	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
+// homeDir opens dir, or the state directory of the engine's user for ""
+// (workhome.StateDir), as a directory of sandbox homes.
+func (e *Linux) homeDir(dir string) (*workhome.Dir, error) {
+	if dir == "" {
+		dir = workhome.StateDir(os.Geteuid(), os.Getenv)
 	}
-	return 0
+	d, err := workhome.Open(dir, os.Geteuid())
+	if err != nil {
+		return nil, fmt.Errorf("sandbox homes: %w", err)
+	}
+	return d, nil
+}
+
+// NewHome makes an empty private home (0700) for one sandbox in dir, or
+// with dir "" in the state directory of the engine's user
+// (workhome.StateDir: /run/soda/sandbox for root), and returns its path,
+// to use as Spec.Home. The engine owns it: a lock held for as long as
+// this process lives marks it live; the teardown of the first sandbox
+// started with it as Spec.Home removes it (Close removes one no sandbox
+// took); and when this process is killed first, the SweepLeftovers of
+// any later engine of the same user removes it, its lock being free
+// (dir "": every soda binary that starts sandboxes sweeps at start). A
+// caller may remove it itself too. dir must be a directory of the
+// engine's user that nobody else can write (not /tmp).
+func (e *Linux) NewHome(dir string) (string, error) {
+	d, err := e.homeDir(dir)
+	if err != nil {
+		return "", err
+	}
+	h, err := d.New()
+	if err != nil {
+		return "", err
+	}
+	e.homeMu.Lock()
+	defer e.homeMu.Unlock()
+	if e.homes == nil {
+		e.homes = map[string]*workhome.Home{}
+	}
+	e.homes[h.Path()] = h
+	return h.Path(), nil
+}
+
+// takeHome hands the home at path, if NewHome made it and no sandbox
+// took it yet, to the sandbox that uses it (removed at its teardown).
+func (e *Linux) takeHome(path string) *workhome.Home {
+	e.homeMu.Lock()
+	defer e.homeMu.Unlock()
+	h := e.homes[path]
+	delete(e.homes, path)
+	return h
 }
 
 // Close releases what the engine holds for all its sandboxes (the
@@ -198,6 +255,14 @@ func btoi(b bool) int {
 // sandbox has ended.
 func (e *Linux) Close() error {
 	var errs []error
+	e.homeMu.Lock()
+	for p, h := range e.homes {
+		if err := h.Remove(); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox home %s: %w", p, err))
+		}
+	}
+	e.homes = nil
+	e.homeMu.Unlock()
 	e.addrMu.Lock()
 	if e.addrs != nil {
 		errs = append(errs, e.addrs.Close())

@@ -19,10 +19,10 @@ import (
 
 // A live sandbox (Spec.Persistent) runs commands on request:
 //
-//	host ──exec {id, argv, env, dir} + stdin, stdout, stderr (SCM_RIGHTS)──▶ init
-//	host ◀──────────────── {id, pid} started, or {id, error, code} ────────── init
-//	host ──signal {id, sig} (timeout, cancelled ctx) ───────────────────────▶ init
-//	host ◀──────────────── {id, exited, code, signal} ─────────────────────── init
+//	host ──exec {id, argv, env, dir, end_others} + stdin, stdout, stderr (SCM_RIGHTS)──▶ init
+//	host ◀──────────────── {id, pid} started, or {id, error, code} ──────────────────── init
+//	host ──signal {id, sig} (timeout, cancelled ctx) ─────────────────────────────────▶ init
+//	host ◀──────────────── {id, exited, code, signal, ws_full} ──────────────────────── init
 //
 // on a SOCK_SEQPACKET socket pair, one JSON message per packet
 // (wire.ExecRequest, wire.ExecReply). Init, already confined, forks each
@@ -55,6 +55,16 @@ type ExecSpec struct {
 	Stdin, Stdout, Stderr *os.File
 	// Timeout kills the command's process group (SIGKILL); 0: none.
 	Timeout time.Duration
+	// EndOthers ends, when the command ends (or is killed at its
+	// timeout), every process of the sandbox but its init and the
+	// sessions of the other commands running at that moment: init sends
+	// them SIGKILL and reports the command's exit only once they are all
+	// dead, so nothing the command left (a background job, a setsid or
+	// double-forked daemon, nohup, a process that ignores SIGTERM, a fork
+	// loop) acts after Exec returns. A process that another running
+	// command started in a session of its own (setsid) is ended too. See
+	// internal/sandboxinit/endothers_linux.go.
+	EndOthers bool
 }
 
 // LimitEvents counts how often the sandbox's memory and task limits struck
@@ -128,8 +138,11 @@ func (sb *Sandbox) closeExec() {
 // ended. Commands may run concurrently; each has its own stdio, timeout
 // and status, and shares the sandbox's files, network and limits. At the
 // timeout, or when ctx is cancelled, the command's process group is
-// killed (TimedOut is set for the timeout). A command that cannot start
-// is a *CommandError (126, 127).
+// killed (TimedOut is set for the timeout). With es.EndOthers, Exec
+// returns only once everything the command left in the sandbox is dead
+// too. A command that cannot start is a *CommandError (126, 127).
+// ExitStatus.WorkspaceFull says whether the workspace filled up while it
+// ran (Spec.WorkspaceSize).
 func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 	c := &sb.execCh
 	if c.conn == nil {
@@ -174,7 +187,7 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 	// The limit counters before, to tell what this command hit (commands
 	// running at once share them: each hears of the other's hits).
 	before, beforeErr := sb.LimitEvents()
-	msg, err := json.Marshal(wire.ExecRequest{Op: "exec", ID: id, Argv: es.Argv, Env: kept, Dir: es.Dir})
+	msg, err := json.Marshal(wire.ExecRequest{Op: "exec", ID: id, Argv: es.Argv, Env: kept, Dir: es.Dir, EndOthers: es.EndOthers})
 	if err != nil {
 		return ExitStatus{}, fmt.Errorf("sandbox exec: %w", err)
 	}
@@ -211,9 +224,12 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 				}
 				return st, err
 			case r.Exited:
-				st.Code = r.Code
+				st.Code, st.WorkspaceFull = r.Code, r.WorkspaceFull
 				if r.Signal != 0 {
 					st.Signal = unix.SignalName(syscall.Signal(r.Signal))
+				}
+				if st.WorkspaceFull {
+					sb.record(Record{Event: "limit", Argv: es.Argv, Detail: "workspace: full (no free block or inode at a sample while the command ran)"})
 				}
 				if after, err := sb.LimitEvents(); err == nil && beforeErr == nil {
 					st.MemoryKills, st.TasksRefused = after.OOMKills-before.OOMKills, after.TasksMax-before.TasksMax
@@ -225,6 +241,9 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 					}
 				}
 				sb.record(Record{Event: "exec-exit", Argv: es.Argv, Exit: &st})
+				if r.EndError != "" {
+					return st, fmt.Errorf("sandbox exec: the command ended, but not what it left (only its process group was killed): %s", r.EndError)
+				}
 				return st, nil
 			case r.Pid != 0:
 				sb.record(Record{Event: "exec", Argv: es.Argv, Pid: r.Pid})

@@ -24,6 +24,7 @@ import (
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 	"github.com/soda-project/soda/internal/throttle"
+	"github.com/soda-project/soda/internal/workhome"
 )
 
 // startTimeout bounds the time from clone to the command's exec.
@@ -45,6 +46,12 @@ type Sandbox struct {
 	cmd    *exec.Cmd
 	group  child.Group
 	placer child.Placer
+	// groupLock marks the cgroup directories the engine makes itself as a
+	// live owner's (child.LockGroup); nil with systemd scopes.
+	groupLock *child.GroupLock
+	// home is the engine's home (Linux.NewHome) this sandbox took as
+	// Spec.Home, removed at its teardown.
+	home   *workhome.Home
 	uid    *uidLease
 	idmaps []*idmapNS
 	proxy  *egress.Proxy
@@ -94,6 +101,14 @@ type ExitStatus struct {
 	// CPUThrottled is, for a sandbox's end, how many periods its CPU
 	// quota throttled it (where the host counts them).
 	CPUThrottled uint64 `json:"cpu_throttled,omitempty"`
+	// WorkspaceFull is, for an Exec in a sandbox with a workspace
+	// (Spec.WorkspaceSize), whether the workspace had less than a page
+	// free or no free inode when init sampled it: when the command
+	// started, every wire.ExecSampleInterval (100 ms) while it ran, and
+	// when it ended. The filesystem says so, not the command's output; a
+	// fill the command undid within one interval can go unseen, and a
+	// workspace already full when the command started counts.
+	WorkspaceFull bool `json:"workspace_full,omitempty"`
 }
 
 // Start launches spec's command in a new sandbox. It returns once the
@@ -109,6 +124,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 	log = log.With("sandbox", spec.ID)
 	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{}), detachCh: make(chan struct{}), logGate: throttle.New(logRate), adoptable: e.cfg.Adoptable}
+	sb.home = e.takeHome(spec.Home)
 	defer func() {
 		if err != nil {
 			sb.cleanup(context.WithoutCancel(ctx))
@@ -539,6 +555,16 @@ func unenforcedError(mode string, missing []string) error {
 // cgroup cannot enforce is a failure unless the cgroup layer is degraded.
 func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 	limits := sb.childLimits()
+	if !scope {
+		// The directories are ours: marked as a live owner's from before
+		// the first is made until the last is removed (cleanup), so that
+		// no sweep takes them for a killed owner's (SweepLeftovers).
+		l, err := child.LockGroup(ctx, child.GroupLockDir(), "soda-sandbox-"+sb.ID)
+		if err != nil {
+			sb.log.Warn("sandbox cgroup without an owner lock: a sweep judges it by its age", "err", err)
+		}
+		sb.groupLock = l
+	}
 	degraded := slices.Contains(sb.spec.AllowDegraded, LayerCgroup)
 	fail := func(err error) error {
 		if !degraded {
@@ -809,6 +835,9 @@ func (sb *Sandbox) cleanup(ctx context.Context) {
 		}
 		sb.group = nil
 	}
+	// What Release could not remove is left to the sweeps' age rule.
+	sb.groupLock.Release()
+	sb.groupLock = nil
 	if c, ok := sb.placer.(interface{ Close() error }); ok {
 		c.Close()
 	}
@@ -847,6 +876,12 @@ func (sb *Sandbox) cleanup(ctx context.Context) {
 	if sb.watch != nil {
 		// Nothing of the sandbox runs any more: its placeholders go.
 		sb.watch.removePlaceholders()
+	}
+	if sb.home != nil {
+		if err := sb.home.Remove(); err != nil {
+			sb.log.Warn("remove sandbox home", "home", sb.home.Path(), "err", err)
+		}
+		sb.home = nil
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/soda-project/soda/internal/sandboxinit"
+	"github.com/soda-project/soda/internal/workhome"
 )
 
 // testInitPath is the sandbox init of the package's tests: the test binary
@@ -543,5 +545,53 @@ func TestMaskRefusesHardLinks(t *testing.T) {
 	}, "/bin/true")
 	if err == nil || !strings.Contains(err.Error(), "2 hard links") {
 		t.Fatalf("err = %v, want the hard links named", err)
+	}
+}
+
+// TestNewHomeIsOwned: a home from NewHome is locked while this process
+// lives, so a sweep leaves it; the sandbox that takes it as its home
+// removes it at its teardown, and Close removes one no sandbox took.
+func TestNewHomeIsOwned(t *testing.T) {
+	requireNamespaces(t)
+	dir := t.TempDir()
+	engine := testEngine(t, nil)
+	used, err := engine.NewHome(dir)
+	if err != nil {
+		t.Fatalf("NewHome: %v", err)
+	}
+	unused, err := engine.NewHome(dir)
+	if err != nil {
+		t.Fatalf("NewHome: %v", err)
+	}
+	homes, err := workhome.Open(dir, os.Geteuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := homes.Sweep(slog.New(slog.DiscardHandler)); n != 0 {
+		t.Errorf("a sweep removed %d homes of a live engine", n)
+	}
+	for _, h := range []string{used, unused} {
+		if fi, err := os.Stat(h); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("home %s: %v %v, want a 0700 directory", h, fi, err)
+		}
+	}
+	sb, err := engine.Start(t.Context(), Spec{Argv: []string{"/bin/sh", "-c", "echo x > $HOME/f"}, Home: used, AllowDegraded: []Layer{LayerCgroup}})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if st, err := sb.Wait(t.Context()); err != nil || st.Code != 0 {
+		t.Fatalf("sandbox: %+v %v", st, err)
+	}
+	if _, err := os.Stat(used); err == nil {
+		t.Errorf("the sandbox's home %s outlived it", used)
+	}
+	if _, err := os.Stat(unused); err != nil {
+		t.Errorf("the home no sandbox took is gone before Close: %v", err)
+	}
+	if err := engine.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) > 0 {
+		t.Errorf("left in the home directory after Close: %v", left)
 	}
 }

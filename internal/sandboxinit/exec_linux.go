@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -71,11 +72,80 @@ func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 		_, _, _ = conn.WriteMsgUnix(b, nil, nil)
 	}
 
+	// Threads for init's runtime, before a command can take every task
+	// the limit allows.
+	reserveThreads(spareThreads)
 	// SIGCHLD, caught before the first fork, says when to reap.
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
-	running := map[int]uint64{} // pid → request id
+	running := map[int]*execRun{} // pid → its command
 	byID := map[uint64]int{}
+	ws := openWorkspace(cfg)
+	defer ws.close()
+	// The workspace is sampled while a command runs, not while idle.
+	ticker := time.NewTicker(wire.ExecSampleInterval)
+	ticker.Stop()
+	var tick <-chan time.Time
+	var ended []endedExec // reaped, not reported yet
+
+	// reap collects every child that has exited: commands go to ended, an
+	// orphan is only reaped; it says whether the guard died.
+	reap := func() bool {
+		for {
+			var st syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &st, syscall.WNOHANG, nil)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil || pid <= 0 {
+				return false
+			}
+			run, ok := running[pid]
+			if !ok {
+				if cfg.guard.died(pid) {
+					return true
+				}
+				continue // an orphan: PID 1 reaps it
+			}
+			delete(running, pid)
+			delete(byID, run.id)
+			ended = append(ended, endedExec{run: run, status: st})
+		}
+	}
+	// report answers for each ended command, ending what it left first
+	// when it asked; false when the guard died meanwhile.
+	report := func() bool {
+		for len(ended) > 0 {
+			e := ended[0]
+			ended = ended[1:]
+			e.run.full = e.run.full || ws.full()
+			rep := wire.ExecReply{ID: e.run.id, Exited: true}
+			if e.run.endOthers {
+				guardAlive, err := endOthers(cfg.guard.pidOf(), running, reap)
+				if !guardAlive {
+					return false
+				}
+				if err != nil {
+					// At least its own process group.
+					_ = syscall.Kill(-e.run.pid, syscall.SIGKILL)
+					rep.EndError = err.Error()
+				}
+				e.run.full = e.run.full || ws.full()
+			}
+			rep.WorkspaceFull = e.run.full
+			if e.status.Signaled() {
+				rep.Code, rep.Signal = 128+int(e.status.Signal()), int(e.status.Signal())
+			} else {
+				rep.Code = e.status.ExitStatus()
+			}
+			reply(rep)
+		}
+		if len(running) == 0 && tick != nil {
+			ticker.Stop()
+			tick = nil
+		}
+		return true
+	}
 
 	for {
 		select {
@@ -98,7 +168,12 @@ func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 					reply(wire.ExecReply{ID: r.ID, Error: err.Error(), ErrCode: code})
 					continue
 				}
-				running[pid], byID[r.ID] = r.ID, pid
+				running[pid] = &execRun{id: r.ID, pid: pid, endOthers: r.EndOthers, full: ws.full()}
+				byID[r.ID] = pid
+				if ws != nil && tick == nil {
+					ticker.Reset(wire.ExecSampleInterval)
+					tick = ticker.C
+				}
 				reply(wire.ExecReply{ID: r.ID, Pid: pid})
 			case "signal":
 				if pid, ok := byID[r.ID]; ok && r.Signal > 0 {
@@ -107,32 +182,15 @@ func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 					_ = syscall.Kill(-pid, syscall.Signal(r.Signal))
 				}
 			}
+		case <-tick:
+			if ws.full() {
+				for _, run := range running {
+					run.full = true
+				}
+			}
 		case <-chld:
-			for {
-				var ws syscall.WaitStatus
-				pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-				if errors.Is(err, syscall.EINTR) {
-					continue
-				}
-				if err != nil || pid <= 0 {
-					break
-				}
-				id, ok := running[pid]
-				if !ok {
-					if cfg.guard.died(pid) {
-						return 125
-					}
-					continue // an orphan: PID 1 reaps it
-				}
-				delete(running, pid)
-				delete(byID, id)
-				rep := wire.ExecReply{ID: id, Exited: true}
-				if ws.Signaled() {
-					rep.Code, rep.Signal = 128+int(ws.Signal()), int(ws.Signal())
-				} else {
-					rep.Code = ws.ExitStatus()
-				}
-				reply(rep)
+			if reap() || !report() {
+				return 125
 			}
 		case s := <-sigs:
 			if s == syscall.SIGWINCH {
@@ -143,6 +201,20 @@ func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 			return 128 + int(s.(syscall.Signal))
 		}
 	}
+}
+
+// execRun is a command init runs for the host.
+type execRun struct {
+	id        uint64
+	pid       int
+	endOthers bool // wire.ExecRequest.EndOthers
+	full      bool // the workspace was seen full while it ran
+}
+
+// endedExec is a command reaped but not reported yet.
+type endedExec struct {
+	run    *execRun
+	status syscall.WaitStatus
 }
 
 // startExec forks one command of a live sandbox in a new session, with

@@ -170,6 +170,14 @@ func (g *repoGuard) died(pid int) bool {
 	return true
 }
 
+// pidOf is the guard's pid (0: no guard).
+func (g *repoGuard) pidOf() int {
+	if g == nil {
+		return 0
+	}
+	return g.pid
+}
+
 // drain lets the guard handle what is queued before the sandbox ends.
 func (g *repoGuard) drain() {
 	if g == nil {

@@ -35,7 +35,7 @@ func (d *Direct) Start(ctx context.Context, quota int64) (Box, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	id := "session-" + hex.EncodeToString(b[:])
-	home, err := os.MkdirTemp(d.HomeDir, "soda-session-home-")
+	home, err := d.Engine.NewHome(d.HomeDir)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox home: %w", err)
 	}

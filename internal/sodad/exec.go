@@ -21,9 +21,39 @@ const maxExecTimeout = time.Hour
 // the signal that killed it, and whether its time-out did. Options: dir
 // (s, inside the sandbox: /workspace or below, the sandbox's home or a
 // granted path), timeout (t, µs, at most an hour; 0: an hour),
-// interactive (b). Only the owner, or a caller polkit grants
-// manage-other, may.
+// end_others (b, sandbox.ExecSpec.EndOthers: the call returns once
+// everything the command left in the sandbox is dead too), interactive
+// (b). Only the owner, or a caller polkit grants manage-other, may.
 func (m sandboxMethods) Exec(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (int32, string, bool, *dbus.Error) {
+	es, err := m.exec(sender, argv, opts, fds)
+	if err != nil {
+		return 0, "", false, err
+	}
+	return int32(es.Code), es.Signal, es.TimedOut, nil
+}
+
+// ExecEx is Exec returning its status as a dictionary, which later
+// versions can extend: status (i), signal (s), timed_out (b),
+// workspace_full (b: the workspace had no free block or inode at one of
+// init's samples while the command ran), memory_kills and tasks_refused
+// (t: what the sandbox's limits did while it ran).
+func (m sandboxMethods) ExecEx(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (map[string]dbus.Variant, *dbus.Error) {
+	es, err := m.exec(sender, argv, opts, fds)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]dbus.Variant{
+		"status":         dbus.MakeVariant(int32(es.Code)),
+		"signal":         dbus.MakeVariant(es.Signal),
+		"timed_out":      dbus.MakeVariant(es.TimedOut),
+		"workspace_full": dbus.MakeVariant(es.WorkspaceFull),
+		"memory_kills":   dbus.MakeVariant(es.MemoryKills),
+		"tasks_refused":  dbus.MakeVariant(es.TasksRefused),
+	}, nil
+}
+
+// exec is Exec and ExecEx: it checks the call and runs the command.
+func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (sandbox.ExitStatus, *dbus.Error) {
 	b := m.b
 	files, owned, badFd := receiveFds(fds)
 	defer func() {
@@ -33,21 +63,21 @@ func (m sandboxMethods) Exec(sender dbus.Sender, argv []string, opts map[string]
 	}()
 	c, ctx, cancel, err := b.d.begin(sender)
 	if err != nil {
-		return 0, "", false, err
+		return sandbox.ExitStatus{}, err
 	}
 	defer cancel()
 	if badFd != "" {
-		return 0, "", false, dbusErr(ErrInvalidFd, badFd)
+		return sandbox.ExitStatus{}, dbusErr(ErrInvalidFd, badFd)
 	}
 	rest := maps.Clone(opts)
-	dir, timeout := "", maxExecTimeout
+	dir, timeout, endOthers := "", maxExecTimeout, false
 	if v, ok := rest["dir"]; ok {
 		s, ok := v.Value().(string)
 		if !ok {
-			return 0, "", false, dbusErr(ErrInvalidArgs, fmt.Sprintf("option dir: want type s, got %s", v.Signature()))
+			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option dir: want type s, got %s", v.Signature()))
 		}
 		if len(s) > maxString || !path.IsAbs(s) || path.Clean(s) != s || strings.IndexByte(s, 0) >= 0 {
-			return 0, "", false, dbusErr(ErrInvalidArgs, fmt.Sprintf("option dir %q: want a clean absolute path inside the sandbox", s))
+			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option dir %q: want a clean absolute path inside the sandbox", s))
 		}
 		dir = s
 		delete(rest, "dir")
@@ -55,39 +85,47 @@ func (m sandboxMethods) Exec(sender dbus.Sender, argv []string, opts map[string]
 	if v, ok := rest["timeout"]; ok {
 		us, ok := v.Value().(uint64)
 		if !ok {
-			return 0, "", false, dbusErr(ErrInvalidArgs, fmt.Sprintf("option timeout: want type t (µs), got %s", v.Signature()))
+			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option timeout: want type t (µs), got %s", v.Signature()))
 		}
 		if us > 0 && us < uint64(maxExecTimeout/time.Microsecond) {
 			timeout = time.Duration(us) * time.Microsecond
 		}
 		delete(rest, "timeout")
 	}
+	if v, ok := rest["end_others"]; ok {
+		b, ok := v.Value().(bool)
+		if !ok {
+			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option end_others: want type b, got %s", v.Signature()))
+		}
+		endOthers = b
+		delete(rest, "end_others")
+	}
 	o, err := decodeOptions(rest)
 	if err != nil {
-		return 0, "", false, err
+		return sandbox.ExitStatus{}, err
 	}
 	if err := decodeArgv(argv); err != nil {
-		return 0, "", false, err
+		return sandbox.ExitStatus{}, err
 	}
 	st, err := checkFds(files, false)
 	if err != nil {
-		return 0, "", false, err
+		return sandbox.ExitStatus{}, err
 	}
 	if err := b.d.authz.owned(ctx, c, b.owner, "", b.details(), o.Interactive, "", ""); err != nil {
-		return 0, "", false, err
+		return sandbox.ExitStatus{}, err
 	}
 	sb := b.running()
 	if sb == nil {
-		return 0, "", false, dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return sandbox.ExitStatus{}, dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
 	}
 	b.d.touch()
-	es, e := sb.Exec(b.d.run, sandbox.ExecSpec{Argv: argv, Dir: dir, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, Timeout: timeout})
+	es, e := sb.Exec(b.d.run, sandbox.ExecSpec{Argv: argv, Dir: dir, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, Timeout: timeout, EndOthers: endOthers})
 	b.d.touch()
 	if errors.Is(e, sandbox.ErrNotPersistent) {
-		return 0, "", false, dbusErr(ErrNotPersistent, fmt.Sprintf("sandbox %s runs one command: create it with spec Persistent to Exec in it", b.id))
+		return sandbox.ExitStatus{}, dbusErr(ErrNotPersistent, fmt.Sprintf("sandbox %s runs one command: create it with spec Persistent to Exec in it", b.id))
 	}
 	if e != nil {
-		return 0, "", false, dbusErr(ErrFailed, fmt.Sprintf("exec %s in %s: %v", argv[0], b.id, e))
+		return sandbox.ExitStatus{}, dbusErr(ErrFailed, fmt.Sprintf("exec %s in %s: %v", argv[0], b.id, e))
 	}
-	return int32(es.Code), es.Signal, es.TimedOut, nil
+	return es, nil
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // createFdsArg and execFdsArg are the index of CreateSandbox's and
-// Sandbox.Exec's fds in their bodies.
+// Sandbox.Exec's (and ExecEx's) fds in their bodies.
 const (
 	createFdsArg = 3
 	execFdsArg   = 2
@@ -18,7 +18,7 @@ const (
 // them to no one unless the method takes them, so each would stay open in
 // sodad for good (a caller could exhaust sodad's descriptors). It closes
 // every fd of an incoming method call except those in CreateSandbox's and
-// Sandbox.Exec's fds argument, which those methods own and close. Replies (the bus's
+// Sandbox.Exec's (ExecEx's) fds argument, which those methods own and close. Replies (the bus's
 // ProcessFD) are left to their callers.
 //
 // It cannot help with a body godbus failed to decode (an a{sh} holding
@@ -43,7 +43,7 @@ func closeStray(msg *dbus.Message, isSandbox func(dbus.ObjectPath) bool) {
 	switch {
 	case path == ManagerPath && member == "CreateSandbox" && (iface == ManagerInterface || iface == ""):
 		keep = createFdsArg
-	case member == "Exec" && (iface == SandboxInterface || iface == "") && isSandbox != nil && isSandbox(path):
+	case (member == "Exec" || member == "ExecEx") && (iface == SandboxInterface || iface == "") && isSandbox != nil && isSandbox(path):
 		keep = execFdsArg
 	}
 	for i, v := range msg.Body {

@@ -80,6 +80,12 @@ var sandboxXML = `<interface name="` + SandboxInterface + `">
    <arg name="signal" type="s" direction="out"/>
    <arg name="timed_out" type="b" direction="out"/>
   </method>
+  <method name="ExecEx">
+   <arg name="argv" type="as" direction="in"/>
+   <arg name="options" type="a{sv}" direction="in"/>
+   <arg name="fds" type="a{sv}" direction="in"/>
+   <arg name="status" type="a{sv}" direction="out"/>
+  </method>
 ` + sandboxPropsXML() + ` </interface>
 `
 

@@ -417,18 +417,19 @@ func TestCloseStrayFds(t *testing.T) {
 		t.Errorf("an fd hidden in CreateSandbox's spec stayed open")
 	}
 	unix.Close(keep)
-	// Exec keeps its fds for a sandbox that exists, not for one that does
-	// not (godbus answers that call itself).
+	// Exec and ExecEx keep their fds for a sandbox that exists, not for
+	// one that does not (godbus answers that call itself).
 	isBox := func(p dbus.ObjectPath) bool { return p == SandboxPath("a") }
 	for _, tc := range []struct {
-		path dbus.ObjectPath
-		keep bool
-	}{{SandboxPath("a"), true}, {SandboxPath("nope"), false}} {
+		member string
+		path   dbus.ObjectPath
+		keep   bool
+	}{{"Exec", SandboxPath("a"), true}, {"Exec", SandboxPath("nope"), false}, {"ExecEx", SandboxPath("a"), true}, {"ExecEx", SandboxPath("nope"), false}} {
 		fd, isOpen := open()
-		strayFdCloser(isBox)(call(tc.path, SandboxInterface, "Exec", []string{"true"}, map[string]dbus.Variant{},
+		strayFdCloser(isBox)(call(tc.path, SandboxInterface, tc.member, []string{"true"}, map[string]dbus.Variant{},
 			map[string]dbus.Variant{"stdout": dbus.MakeVariant(dbus.UnixFD(fd))}))
 		if isOpen() != tc.keep {
-			t.Errorf("Exec on %s: fd open %v, want %v", tc.path, isOpen(), tc.keep)
+			t.Errorf("%s on %s: fd open %v, want %v", tc.member, tc.path, isOpen(), tc.keep)
 		}
 		if tc.keep {
 			unix.Close(fd)

@@ -380,6 +380,69 @@ type ExecStatus struct {
 	Code     int    // its exit status, 128+N for signal N
 	Signal   string // the signal that killed it
 	TimedOut bool   // killed at its time-out
+	// ExecWith only: the sandbox's workspace had less than a page or no
+	// inode free at one of its init's samples while the command ran (the
+	// filesystem's word, not the output's; docs/dbus-api.md, ExecEx).
+	WorkspaceFull bool
+	// ExecWith only: processes the memory limit killed and forks the
+	// task limit refused while it ran.
+	MemoryKills, TasksRefused uint64
+}
+
+// ExecOptions are an ExecWith's options.
+type ExecOptions struct {
+	// Dir is the working directory inside the sandbox ("": its default).
+	Dir string
+	// Timeout kills the command (0: sodad's maximum, an hour).
+	Timeout time.Duration
+	// EndOthers: the call returns once everything the command left in
+	// the sandbox is dead too (option end_others; sandbox.ExecSpec).
+	EndOthers bool
+}
+
+// ExecWith runs argv in a persistent sandbox (Spec.Persistent) with the
+// given streams (nil: /dev/null) and options, and returns how it ended,
+// WorkspaceFull and the limit counters included (the ExecEx method).
+func (sb *Sandbox) ExecWith(ctx context.Context, argv []string, o ExecOptions, stdio Stdio) (ExecStatus, error) {
+	fds, err := stdio.fds()
+	if err != nil {
+		return ExecStatus{}, err
+	}
+	opts := execOptions(o.Dir, o.Timeout)
+	if o.EndOthers {
+		opts["end_others"] = dbus.MakeVariant(true)
+	}
+	var res map[string]dbus.Variant
+	if err := sb.object().CallWithContext(ctx, SandboxInterface+".ExecEx", 0, argv, opts, fdsArg(fds)).Store(&res); err != nil {
+		return ExecStatus{}, wrap(fmt.Sprintf("exec %s in sandbox %s", argv[0], sb.ID), err)
+	}
+	var st ExecStatus
+	var code int32
+	for k, dst := range map[string]any{"status": &code, "signal": &st.Signal, "timed_out": &st.TimedOut,
+		"workspace_full": &st.WorkspaceFull, "memory_kills": &st.MemoryKills, "tasks_refused": &st.TasksRefused} {
+		if v, ok := res[k]; ok {
+			if err := v.Store(dst); err != nil {
+				return ExecStatus{}, fmt.Errorf("exec %s in sandbox %s: result %s: %w", argv[0], sb.ID, k, err)
+			}
+		}
+	}
+	if _, ok := res["status"]; !ok {
+		return ExecStatus{}, fmt.Errorf("exec %s in sandbox %s: the result has no status", argv[0], sb.ID)
+	}
+	st.Code = int(code)
+	return st, nil
+}
+
+// execOptions are Exec's and ExecWith's dir and timeout options.
+func execOptions(dir string, timeout time.Duration) map[string]dbus.Variant {
+	opts := map[string]dbus.Variant{}
+	if dir != "" {
+		opts["dir"] = dbus.MakeVariant(dir)
+	}
+	if timeout > 0 {
+		opts["timeout"] = dbus.MakeVariant(uint64(timeout / time.Microsecond))
+	}
+	return opts
 }
 
 // Exec runs argv in a persistent sandbox (Spec.Persistent), in dir
@@ -391,13 +454,7 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, dir string, timeout 
 	if err != nil {
 		return ExecStatus{}, err
 	}
-	opts := map[string]dbus.Variant{}
-	if dir != "" {
-		opts["dir"] = dbus.MakeVariant(dir)
-	}
-	if timeout > 0 {
-		opts["timeout"] = dbus.MakeVariant(uint64(timeout / time.Microsecond))
-	}
+	opts := execOptions(dir, timeout)
 	var st ExecStatus
 	var code int32
 	err = sb.object().CallWithContext(ctx, SandboxInterface+".Exec", 0, argv, opts, fdsArg(fds)).Store(&code, &st.Signal, &st.TimedOut)

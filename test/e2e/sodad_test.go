@@ -53,7 +53,7 @@ func TestSodad(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", p, err, out)
 		}
 	}
-	for _, p := range []string{"sodadcall", "sessioncall", "mcpecho"} {
+	for _, p := range []string{"sodadcall", "sessioncall", "sodadexec", "mcpecho"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./test/"+p)
 		build.Dir = repo
 		if out, err := build.CombinedOutput(); err != nil {
@@ -551,6 +551,15 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	}
 	if out := b.run("sh", "-c", "systemctl list-units --no-legend 'soda-sandbox-*' | grep -v inactive; ls -A /var/lib/soda/sodad/sandboxes").stdout; strings.TrimSpace(out) != "" {
 		t.Errorf("left after the session closed:\n%s", out)
+	}
+	// Exec with end_others through sodad (test/sodadexec): what a hostile
+	// command leaves (background, setsid, double fork, nohup, SIGTERM
+	// ignored, a fork loop) is dead when the call returns, the control
+	// without it is not; workspace_full comes from the filesystem.
+	if r := as("alice", "sh", "-c", "cd / && "+filepath.Join(art, "sodadexec")+" -profile dev"); r.err != nil || !strings.Contains(r.stdout, "ok all") {
+		t.Errorf("Exec end_others and workspace_full through sodad:\n%s", r)
+	} else {
+		t.Logf("Exec end_others through sodad: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
 	}
 	// Memory of an idle session: sodad's share and the sandbox's, with 8
 	// sessions held open by one server (its spare counts as a ninth

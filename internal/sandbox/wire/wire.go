@@ -41,8 +41,8 @@ const (
 	PlacedByte = 'P'
 	// Version is the version of this protocol, sent in Config.Version:
 	// init refuses a configuration of another version (a host and an init
-	// binary from different builds).
-	Version = 3
+	// binary from different builds). 4: exec's end_others and ws_full.
+	Version = 4
 )
 
 // GitTemplateDir is the sandbox's empty, read-only git template directory

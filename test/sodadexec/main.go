@@ -1,0 +1,174 @@
+// Command sodadexec is a test client of sodad's Exec (test/e2e TestSodad):
+// it creates a persistent sandbox from a profile through
+// io.github.soda_project.Soda1 and checks, through ExecEx (sodadclient's
+// ExecWith), that a command run with end_others leaves nothing behind
+// however it tries (a background job, setsid, a double fork, nohup, a
+// process that ignores SIGTERM, a fork loop): no process but init is left
+// in the sandbox and the workspace stops changing when the call returns,
+// while the same command without end_others (the control) leaves a writer
+// behind; and that workspace_full comes from the filesystem (a silenced
+// fill sets it, echoing the ENOSPC message does not). It prints one line
+// per check, "ok NAME …" or "FAIL NAME …", then "ok all" or exits 1.
+//
+//	sodadexec [-profile NAME]
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/soda-project/soda/internal/sodadclient"
+)
+
+func main() { os.Exit(run()) }
+
+// writer appends to /workspace/a.txt every 20 ms without forking (a shell
+// that cannot fork, in the fork loop, exits); wait returns once it wrote.
+const (
+	writer = `perl -e 'while (1) { open(my $f, ">>", "/workspace/a.txt") or die; print $f "x\n"; close $f; select(undef, undef, undef, 0.02) }'`
+	wait   = "\nwhile [ ! -s /workspace/a.txt ]; do sleep 0.01; done"
+	// others lists the sandbox's processes but init and the listing
+	// shell itself, with builtins only (nothing forked shows up).
+	others = `for p in /proc/[0-9]*; do i=${p#/proc/}; [ "$i" = 1 ] || [ "$i" = $$ ] || { read -r c < "$p/comm" && echo "$i $c"; }; done`
+)
+
+func run() int {
+	profile := flag.String("profile", "dev", "the profile of the sandbox")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := sodadclient.Connect(ctx)
+	if err != nil {
+		fmt.Println("FAIL connect", err)
+		return 1
+	}
+	defer c.Close()
+	sb, err := c.Create(ctx, sodadclient.Request{Profile: *profile, Spec: sodadclient.Spec{Persistent: true, WorkspaceSize: 8 << 20, TasksMax: 128}})
+	if err != nil {
+		fmt.Println("FAIL create", err)
+		return 1
+	}
+	defer func() {
+		// Ended before the next step of the caller (sodad's per-user
+		// count).
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := sb.Kill(ctx, 9, false); err == nil {
+			_, _ = sb.Wait(ctx)
+		}
+		sb.Close()
+	}()
+	failed := false
+	fail := func(name string, f string, a ...any) {
+		failed = true
+		fmt.Printf("FAIL %s: %s\n", name, fmt.Sprintf(f, a...))
+	}
+	// sh runs script with o and returns its status and stdout.
+	sh := func(script string, o sodadclient.ExecOptions) (sodadclient.ExecStatus, string, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return sodadclient.ExecStatus{}, "", err
+		}
+		done := make(chan string)
+		go func() { var b bytes.Buffer; _, _ = b.ReadFrom(r); r.Close(); done <- b.String() }()
+		o.Timeout = 30 * time.Second
+		st, err := sb.ExecWith(ctx, []string{"/bin/sh", "-c", script}, o, sodadclient.Stdio{Stdout: w})
+		w.Close()
+		// A leftover holding stdout keeps it open: read what came within
+		// a second.
+		select {
+		case out := <-done:
+			return st, out, err
+		case <-time.After(time.Second):
+			return st, "", err
+		}
+	}
+	size := func() int {
+		_, out, _ := sh("stat -c %s /workspace/a.txt 2>/dev/null || echo -1", sodadclient.ExecOptions{})
+		n, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			return -2
+		}
+		return n
+	}
+
+	// The old method still answers.
+	if st, err := sb.Exec(ctx, []string{"/bin/sh", "-c", "exit 5"}, "", 0, sodadclient.Stdio{}); err != nil || st.Code != 5 {
+		fail("exec", "Exec: %+v %v, want 5", st, err)
+	} else {
+		fmt.Println("ok exec (the old method)")
+	}
+
+	cases := []struct{ name, script string }{
+		{"background", `(` + writer + `) &` + wait},
+		{"setsid", `setsid ` + writer + ` &` + wait},
+		{"double-fork", `sh -c '(` + strings.ReplaceAll(writer, `'`, `'"'"'`) + ` &) &'` + wait},
+		{"nohup", `nohup ` + writer + ` >/dev/null 2>&1 &` + wait},
+		{"ignores-sigterm", `sh -c 'trap "" TERM HUP INT; exec ` + strings.ReplaceAll(writer, `'`, `'"'"'`) + `' &` + wait},
+		{"fork-loop", `setsid ` + writer + ` &` + wait +
+			"\nsetsid perl -e 'while (1) { defined(fork()) or select(undef, undef, undef, 0.005) }' &" +
+			"\nexec perl -e 'select(undef, undef, undef, 0.3)'"},
+	}
+	for i, tc := range cases {
+		ends := []bool{true}
+		if i == 0 {
+			ends = []bool{false, true} // the control first
+		}
+		for _, end := range ends {
+			name := tc.name
+			if !end {
+				name += "-control"
+			}
+			if st, _, err := sh("rm -f /workspace/a.txt", sodadclient.ExecOptions{EndOthers: true}); err != nil || st.Code != 0 {
+				fail(name, "clean up: %+v %v", st, err)
+				continue
+			}
+			t0 := time.Now()
+			st, _, err := sh(tc.script, sodadclient.ExecOptions{EndOthers: end})
+			took := time.Since(t0)
+			if err != nil || st.Code != 0 {
+				fail(name, "exec: %+v %v", st, err)
+				continue
+			}
+			_, left, _ := sh(others, sodadclient.ExecOptions{})
+			s0 := size()
+			time.Sleep(300 * time.Millisecond)
+			s1 := size()
+			left = strings.TrimSpace(left)
+			switch {
+			case !end && (s0 <= 0 || s1 <= s0 || left == ""):
+				fail(name, "without end_others: a.txt %d then %d bytes, left %q; want a writer left behind", s0, s1, left)
+			case end && (left != "" || s0 <= 0 || s1 != s0):
+				fail(name, "with end_others: left %q, a.txt %d then %d bytes; want nothing left, a.txt written, then unchanged", left, s0, s1)
+			default:
+				fmt.Printf("ok %s end_others=%v took=%s a.txt=%d,%d\n", name, end, took.Round(time.Millisecond), s0, s1)
+			}
+		}
+	}
+
+	for _, tc := range []struct {
+		name, script string
+		want         bool
+	}{
+		{"message-only", `echo "dd: error writing '/workspace/big': No space left on device" >&2`, false},
+		{"fill-silenced", `dd if=/dev/zero of=/workspace/big bs=1M count=64 >/dev/null 2>&1; sleep 0.3; rm -f /workspace/big`, true},
+	} {
+		st, _, err := sh(tc.script, sodadclient.ExecOptions{})
+		if err != nil || st.Code != 0 || st.WorkspaceFull != tc.want {
+			fail("workspace-"+tc.name, "%+v %v, want workspace_full %v", st, err, tc.want)
+			continue
+		}
+		fmt.Printf("ok workspace-%s workspace_full=%v\n", tc.name, st.WorkspaceFull)
+	}
+	if failed {
+		return 1
+	}
+	fmt.Println("ok all")
+	return 0
+}
