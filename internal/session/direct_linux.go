@@ -23,7 +23,10 @@ type Direct struct {
 	// WorkspaceSize are set per sandbox.
 	Template sandbox.Spec
 	// HomeDir is where the sandboxes' (empty) home directories are made
-	// and removed (os.TempDir when empty).
+	// and removed (empty: the engine's state directory; never /tmp). A
+	// home is locked while its sandbox lives, so that a later start of
+	// any soda binary removes what a killed server left (see
+	// (*sandbox.Linux).NewHome).
 	HomeDir string
 }
 
@@ -68,8 +71,10 @@ func (b *directBox) ID() string { return b.id }
 // Exec implements Box.
 func (b *directBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (ExitStatus, error) {
 	return withPipes(stdin, stdout, stderr, func(in, out, errOut *os.File) (ExitStatus, error) {
-		st, err := b.sb.Exec(ctx, sandbox.ExecSpec{Argv: argv, Dir: dir, Timeout: timeout, Stdin: in, Stdout: out, Stderr: errOut})
-		return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, MemoryKills: st.MemoryKills, TasksRefused: st.TasksRefused}, err
+		// EndOthers: nothing the command started outlives the call.
+		st, err := b.sb.Exec(ctx, sandbox.ExecSpec{Argv: argv, Dir: dir, Timeout: timeout, Stdin: in, Stdout: out, Stderr: errOut, EndOthers: true})
+		return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, MemoryKills: st.MemoryKills, TasksRefused: st.TasksRefused,
+			WorkspaceFull: st.WorkspaceFull}, err
 	})
 }
 
@@ -180,7 +185,7 @@ func (b *directBox) Close(ctx context.Context) error {
 			b.sb.Stop()
 			<-b.done
 		}
-		os.RemoveAll(b.home)
+		// The engine removed the home at the sandbox's teardown.
 	})
 	return err
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/soda-project/soda/internal/sodadclient"
@@ -43,8 +42,8 @@ type sodadBox struct {
 	cursor uint64 // sodad's audit, read up to here (egressSince)
 }
 
-// auditSince implements auditFeed: the egress and limit records sodad
-// kept since the last read.
+// auditSince implements auditFeed: the egress records sodad kept since
+// the last read.
 func (b *sodadBox) auditSince(ctx context.Context) []Event {
 	var out []Event
 	for range 10 { // at most 10 pages a call
@@ -56,7 +55,6 @@ func (b *sodadBox) auditSince(ctx context.Context) []Event {
 		for _, line := range recs {
 			var r struct {
 				Event  string `json:"event"`
-				Detail string `json:"detail"`
 				Egress *struct {
 					Target   string `json:"target"`
 					Decision string `json:"decision"`
@@ -66,13 +64,10 @@ func (b *sodadBox) auditSince(ctx context.Context) []Event {
 			if json.Unmarshal([]byte(line), &r) != nil {
 				continue
 			}
-			switch {
-			case r.Event == "egress" && r.Egress != nil:
+			// Limit hits come with the exec's status (ExecWith), not
+			// from the audit: they would be counted twice.
+			if r.Event == "egress" && r.Egress != nil {
 				out = append(out, Event{Kind: "egress", Target: r.Egress.Target, Decision: r.Egress.Decision, Detail: r.Egress.Reason})
-			case r.Event == "limit" && strings.HasPrefix(r.Detail, "memory"):
-				out = append(out, Event{Kind: "memory", Detail: r.Detail})
-			case r.Event == "limit" && strings.HasPrefix(r.Detail, "tasks"):
-				out = append(out, Event{Kind: "tasks", Detail: r.Detail})
 			}
 		}
 	}
@@ -84,8 +79,10 @@ func (b *sodadBox) ID() string { return b.sb.ID }
 // Exec implements Box.
 func (b *sodadBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (ExitStatus, error) {
 	return withPipes(stdin, stdout, stderr, func(in, out, errOut *os.File) (ExitStatus, error) {
-		st, err := b.sb.Exec(ctx, argv, dir, timeout, sodadclient.Stdio{Stdin: in, Stdout: out, Stderr: errOut})
-		return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut}, err
+		// EndOthers: nothing the command started outlives the call.
+		st, err := b.sb.ExecWith(ctx, argv, sodadclient.ExecOptions{Dir: dir, Timeout: timeout, EndOthers: true}, sodadclient.Stdio{Stdin: in, Stdout: out, Stderr: errOut})
+		return ExitStatus{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, WorkspaceFull: st.WorkspaceFull,
+			MemoryKills: st.MemoryKills, TasksRefused: st.TasksRefused}, err
 	})
 }
 

@@ -401,3 +401,47 @@ du -sck /workspace /tmp /var/tmp /dev/shm "$HOME" 2>/dev/null | tail -1; true`
 		t.Errorf("%d MiB still pinned after sandbox_close", left)
 	}
 }
+
+// TestNothingOutlivesTheCall: a process an exec leaves behind used to go
+// on after the call: (sleep 2; echo changed > a.txt) & then sandbox_reset
+// gave an empty diff, and 3 s later, with no call in between, the
+// workspace had changed again. Every process a call started ends with it
+// now, however it tried to stay (background, setsid, nohup, a double
+// fork, SIGTERM ignored).
+func TestNothingOutlivesTheCall(t *testing.T) {
+	cs, _ := server(t)
+	r, _ := must(t, cs, "sandbox_create", map[string]any{"files": []any{file("a.txt", "base\n")}})
+	id := r.SandboxID
+	must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": `(sleep 2; echo changed > a.txt) &
+setsid sh -c 'sleep 2; echo setsid > b.txt' &
+nohup sh -c 'sleep 2; echo nohup > c.txt' >/dev/null 2>&1 &
+sh -c '(trap "" TERM; sleep 2; echo double > d.txt) &' &
+echo started`})
+	must(t, cs, "sandbox_reset", map[string]any{"sandbox_id": id})
+	time.Sleep(3 * time.Second)
+	r, _ = must(t, cs, "sandbox_diff", map[string]any{"sandbox_id": id})
+	if len(r.Diff.Changes) != 0 {
+		t.Errorf("the workspace changed after the call that started it returned: %+v", r.Diff.Changes)
+	}
+	r, _ = must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "ps -e -o comm= | grep -cv -e '^ps$' -e '^sh$' -e '^grep$' -e soda-sandbox || true"})
+	if strings.TrimSpace(r.Exec.Stdout) != "0" {
+		t.Errorf("processes left in the sandbox between calls: %q", r.Exec.Stdout)
+	}
+}
+
+// TestQuotaFromTheFilesystem: quota_hit came from the text "No space left
+// on device" in the output: echoing it recorded a quota hit, and a real
+// ENOSPC with stderr silenced recorded none.
+func TestQuotaFromTheFilesystem(t *testing.T) {
+	cs, _ := server(t, "--quota", "8M")
+	r, _ := must(t, cs, "sandbox_create", nil)
+	id := r.SandboxID
+	r, _ = must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "echo 'No space left on device' >&2"})
+	if r.Exec.QuotaHit {
+		t.Errorf("echoing the message recorded a quota hit")
+	}
+	r, _, _ = call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "head -c 16M /dev/zero > big 2>/dev/null; true"})
+	if r.Exec == nil || !r.Exec.QuotaHit {
+		t.Errorf("a real ENOSPC with stderr silenced: %+v", r.Exec)
+	}
+}
