@@ -1,0 +1,255 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The host-responsiveness probe: how long ordinary commands take on the
+// host (the test process's side, never inside a sandbox) while something
+// runs, for tests that show a sandbox cannot stall the host (issue 23).
+// Measure a baseline first, then the same while the attack runs, in the
+// same test, and compare them with HostLoad.Check:
+//
+//	base, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 3 * time.Second})
+//	... start the fork bomb ...
+//	during, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{})
+//	t.Logf("baseline: %s\nduring: %s", base, during)
+//	if err := during.Check(base, testkit.DefaultBounds()); err != nil { t.Error(err) }
+//
+// Three commands are timed, each run after run for the whole duration:
+// /bin/true (fork, exec and wait: the scheduler's latency), python3 -c
+// pass (a short CPU- and file-bound start-up; the system's python3, see
+// lookSystem) and ps -e (which reads
+// /proc/PID/cmdline of every process, so it waits on the mmap lock of each
+// one: a process stuck in a throttled cgroup holding its lock stalls it).
+// true and python3 alternate in one goroutine, ps runs in another. A run
+// longer than ProbeOptions.Timeout is killed and counted as timed out, so
+// that a 27 s ps shows as a failure, not as a hung test.
+
+// ProbeOptions configure MeasureHost; zero fields take the defaults.
+type ProbeOptions struct {
+	// Duration is how long to keep starting runs (default 10 s). Runs
+	// still going then are waited for, up to Timeout.
+	Duration time.Duration
+	// Timeout bounds one run (default 5 s); a run stopped there counts
+	// as Timeout in the figures and in Sample.TimedOut.
+	Timeout time.Duration
+	// Pause is the pause between two rounds of true and python3, and
+	// between two ps runs (default 50 ms).
+	Pause time.Duration
+}
+
+// HostLoad is what MeasureHost measured.
+type HostLoad struct {
+	// Elapsed is how long the measurement took.
+	Elapsed time.Duration
+	// True is /bin/true's spawn-to-exit time, Python python3 -c pass's,
+	// PS ps -e's wall time.
+	True, Python, PS Sample
+}
+
+// Sample summarises the runs of one command.
+type Sample struct {
+	// N is the number of runs, TimedOut how many of them were killed at
+	// ProbeOptions.Timeout (their time counts as the timeout).
+	N, TimedOut int
+	// Median, P95 and Max of the runs' times.
+	Median, P95, Max time.Duration
+}
+
+// String is "median M, p95 P, max X (n=N[, T timed out])".
+func (s Sample) String() string {
+	out := fmt.Sprintf("median %s, p95 %s, max %s (n=%d", round(s.Median), round(s.P95), round(s.Max), s.N)
+	if s.TimedOut > 0 {
+		out += fmt.Sprintf(", %d timed out", s.TimedOut)
+	}
+	return out + ")"
+}
+
+// String lists the three samples on one line.
+func (l HostLoad) String() string {
+	return fmt.Sprintf("true %s; python3 %s; ps -e %s; in %s", l.True, l.Python, l.PS, round(l.Elapsed))
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// summarize makes the Sample of runs.
+func summarize(runs []time.Duration, timedOut int) Sample {
+	if len(runs) == 0 {
+		return Sample{}
+	}
+	s := slices.Clone(runs)
+	slices.Sort(s)
+	// Nearest rank: the smallest value with at least 95 % of the runs at
+	// or below it.
+	p95 := (95*len(s) + 99) / 100
+	return Sample{N: len(s), TimedOut: timedOut, Median: s[len(s)/2], P95: s[p95-1], Max: s[len(s)-1]}
+}
+
+// MeasureHost times /bin/true, python3 -c pass and ps -e on the host, over
+// and over, for o.Duration, and returns the figures. It fails if one of
+// the commands is missing (the error wraps exec.ErrNotFound: callers skip
+// with it), fails otherwise than by the timeout, or ctx ends.
+func MeasureHost(ctx context.Context, o ProbeOptions) (HostLoad, error) {
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Pause <= 0 {
+		o.Pause = 50 * time.Millisecond
+	}
+	cmds := map[string][]string{"true": {"true"}, "python3": {"python3", "-c", "pass"}, "ps": {"ps", "-e"}}
+	for name, argv := range cmds {
+		p, err := lookSystem(argv[0])
+		if err != nil {
+			return HostLoad{}, fmt.Errorf("host probe: %s: %w", name, err)
+		}
+		argv[0] = p
+	}
+	start := time.Now()
+	deadline := start.Add(o.Duration)
+	type result struct {
+		runs     map[string][]time.Duration
+		timedOut map[string]int
+		err      error
+	}
+	loop := func(names ...string) result {
+		r := result{runs: map[string][]time.Duration{}, timedOut: map[string]int{}}
+		for time.Now().Before(deadline) {
+			for _, n := range names {
+				d, late, err := timeRun(ctx, o.Timeout, cmds[n])
+				if err != nil {
+					r.err = fmt.Errorf("host probe: %s: %w", strings.Join(cmds[n], " "), err)
+					return r
+				}
+				r.runs[n] = append(r.runs[n], d)
+				if late {
+					r.timedOut[n]++
+				}
+			}
+			select {
+			case <-ctx.Done():
+				r.err = fmt.Errorf("host probe: %w", ctx.Err())
+				return r
+			case <-time.After(o.Pause):
+			}
+		}
+		return r
+	}
+	var wg sync.WaitGroup
+	var ps result
+	wg.Go(func() { ps = loop("ps") })
+	other := loop("true", "python3")
+	wg.Wait()
+	if err := errors.Join(other.err, ps.err); err != nil {
+		return HostLoad{}, err
+	}
+	return HostLoad{
+		Elapsed: time.Since(start),
+		True:    summarize(other.runs["true"], other.timedOut["true"]),
+		Python:  summarize(other.runs["python3"], other.timedOut["python3"]),
+		PS:      summarize(ps.runs["ps"], ps.timedOut["ps"]),
+	}, nil
+}
+
+// lookSystem finds the system's command name: in /usr/bin or /bin first,
+// then in $PATH. A version manager's python3 shim (pyenv's is a shell
+// script) first in $PATH would time the shim, not python3.
+func lookSystem(name string) (string, error) {
+	for _, dir := range []string{"/usr/bin", "/bin"} {
+		if p, err := exec.LookPath(filepath.Join(dir, name)); err == nil {
+			return p, nil
+		}
+	}
+	return exec.LookPath(name)
+}
+
+// timeRun runs argv (output discarded) and returns how long it took from
+// before the fork to after the wait; a run past timeout is killed and
+// counted as timeout, late.
+func timeRun(ctx context.Context, timeout time.Duration, argv []string) (d time.Duration, late bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, argv[0], argv[1:]...)
+	start := time.Now()
+	err = cmd.Run()
+	d = time.Since(start)
+	switch {
+	case ctx.Err() != nil:
+		return d, false, ctx.Err()
+	case rctx.Err() != nil:
+		return timeout, true, nil
+	case err != nil:
+		return d, false, err
+	}
+	return d, false, nil
+}
+
+// Bounds say how much slower than its baseline the host may be (Check).
+type Bounds struct {
+	// PSMax bounds every ps -e run (not relative: ps is what stalls).
+	PSMax time.Duration
+	// PythonMedian bounds python3's median, as a factor of the baseline's.
+	PythonMedian float64
+	// TrueP95 and TrueSlack bound true's 95th percentile: at most
+	// max(TrueP95 × the baseline's, the baseline's + TrueSlack).
+	TrueP95   float64
+	TrueSlack time.Duration
+}
+
+// DefaultBounds are generous bounds that a stalled host misses by far:
+// ps -e at most 2 s, python3's median at most twice the baseline's,
+// true's p95 at most max(5 × baseline, baseline + 50 ms).
+func DefaultBounds() Bounds {
+	return Bounds{PSMax: 2 * time.Second, PythonMedian: 2, TrueP95: 5, TrueSlack: 50 * time.Millisecond}
+}
+
+// Check compares l, measured during an attack, with baseline, measured
+// before it: an error lists every bound l misses, or a sample with no
+// run (a probe that measured nothing never passes), or a timed-out run.
+func (l HostLoad) Check(baseline HostLoad, b Bounds) error {
+	var errs []error
+	for _, s := range []struct {
+		name       string
+		base, load Sample
+	}{{"true", baseline.True, l.True}, {"python3", baseline.Python, l.Python}, {"ps -e", baseline.PS, l.PS}} {
+		switch {
+		case s.base.N == 0 || s.load.N == 0:
+			errs = append(errs, fmt.Errorf("%s: no run measured (baseline %d, load %d)", s.name, s.base.N, s.load.N))
+		case s.load.TimedOut > 0:
+			errs = append(errs, fmt.Errorf("%s: %d of %d runs timed out", s.name, s.load.TimedOut, s.load.N))
+		}
+	}
+	if l.PS.N > 0 && l.PS.Max > b.PSMax {
+		errs = append(errs, fmt.Errorf("ps -e took up to %s (bound %s)", round(l.PS.Max), b.PSMax))
+	}
+	if limit := time.Duration(b.PythonMedian * float64(baseline.Python.Median)); l.Python.N > 0 && l.Python.Median > limit {
+		errs = append(errs, fmt.Errorf("python3 -c pass: median %s, over %.1f × the baseline's %s", round(l.Python.Median), b.PythonMedian, round(baseline.Python.Median)))
+	}
+	limit := max(time.Duration(b.TrueP95*float64(baseline.True.P95)), baseline.True.P95+b.TrueSlack)
+	if l.True.N > 0 && l.True.P95 > limit {
+		errs = append(errs, fmt.Errorf("true: p95 %s, over %s (max of %.0f × the baseline's %s and it + %s)", round(l.True.P95), round(limit), b.TrueP95, round(baseline.True.P95), b.TrueSlack))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("the host was not responsive: %w", errors.Join(errs...))
+	}
+	return nil
+}
