@@ -84,10 +84,19 @@ func (e *LayerError) Unwrap() error { return e.Err }
 type Limits struct {
 	// MemoryMax is the memory limit in bytes (cgroup memory.max).
 	MemoryMax int64
-	// TasksMax is the process and thread limit (cgroup pids.max).
+	// TasksMax is the process and thread limit: the sandbox user's
+	// RLIMIT_NPROC, and the cgroup's pids.max with TaskReserve more for
+	// the sandbox's own helpers (see TaskReserve).
 	TasksMax int64
 	// CPUPercent is the CPU quota in percent of one CPU (cgroup cpu.max).
+	// Default: one CPU less than the host has (at least one), so that a
+	// sandbox that burns CPU leaves the host one to run on.
 	CPUPercent uint64
+	// CPUWeight is the sandbox cgroup's CPU weight, 1..10000 (cgroup v2
+	// cpu.weight; cpu.shares on v1, as systemd maps it: weight × 1024 /
+	// 100). Default 20 (DefaultCPUWeight): below the host's services (100),
+	// so that under contention the host runs first.
+	CPUWeight uint64
 	// TmpSize is the size of the private /tmp tmpfs in bytes.
 	TmpSize int64
 	// HomeSize is the size of the home's own tmpfs in bytes; its inodes
@@ -102,11 +111,36 @@ type Limits struct {
 var DefaultLimits = Limits{
 	MemoryMax:  4 << 30,
 	TasksMax:   1024,
-	CPUPercent: 0, // set to 100 × CPUs by Normalize
+	CPUPercent: 0, // set by Normalize: DefaultCPUPercent
+	CPUWeight:  DefaultCPUWeight,
 	TmpSize:    1 << 30,
 	HomeSize:   1 << 30,
 	NoFile:     8192,
 }
+
+// DefaultCPUWeight is a sandbox's CPU weight unless its Limits say
+// otherwise: a fifth of a default service's (CPUWeight=100). With cgroup
+// v1's cpu.shares it is 204 against 1024.
+const DefaultCPUWeight = 20
+
+// DefaultCPUPercent is the CPU quota of a sandbox unless its Limits say
+// otherwise, for a host of ncpu CPUs: 100 × max(1, ncpu−1) percent, one
+// CPU less than the host has. A sandbox that keeps every CPU busy (a fork
+// bomb, a runaway build) then still leaves the host a CPU of its own: the
+// cgroup is throttled before the host's processes wait on it.
+func DefaultCPUPercent(ncpu int) uint64 { return 100 * uint64(max(1, ncpu-1)) }
+
+// TaskReserve is how many tasks the sandbox cgroup's pids.max allows on
+// top of TasksMax. TasksMax itself is enforced first by RLIMIT_NPROC on
+// the sandbox's user, which the kernel checks at the start of fork(),
+// before it copies the parent's memory map; the pids controller refuses
+// only after that copy, made under the parent's mmap lock, which a host's
+// ps -e then waits on (a fork bomb at pids.max made ps -e take 27 s). The
+// cgroup also holds tasks that RLIMIT_NPROC does not count (the
+// repository guard runs as root in a root caller's sandbox): without the
+// reserve they would make the pids limit, not the rlimit, refuse the
+// command's forks.
+const TaskReserve = 32
 
 // InodeBytes is how many bytes of a private tmpfs (home, /tmp) allow one
 // inode: 131,072 files in 1 GiB, plenty for caches and node_modules, and
@@ -294,7 +328,13 @@ func (s *Spec) Normalize() error {
 		l.TasksMax = DefaultLimits.TasksMax
 	}
 	if l.CPUPercent == 0 {
-		l.CPUPercent = uint64(100 * runtime.NumCPU())
+		l.CPUPercent = DefaultCPUPercent(runtime.NumCPU())
+	}
+	if l.CPUWeight == 0 {
+		l.CPUWeight = DefaultLimits.CPUWeight
+	}
+	if l.CPUWeight > 10000 {
+		return fmt.Errorf("sandbox: CPU weight %d is above 10000", l.CPUWeight)
 	}
 	if l.TmpSize == 0 {
 		l.TmpSize = DefaultLimits.TmpSize

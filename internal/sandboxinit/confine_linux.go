@@ -50,6 +50,7 @@ func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 		{unix.RLIMIT_CORE, 0},
 		{unix.RLIMIT_NOFILE, cfg.NoFile},
 		{unix.RLIMIT_FSIZE, cfg.FileSize},
+		{unix.RLIMIT_NPROC, cfg.NProc},
 	} {
 		if rl.val == 0 && rl.res != unix.RLIMIT_CORE {
 			continue

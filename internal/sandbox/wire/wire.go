@@ -42,7 +42,7 @@ const (
 	// Version is the version of this protocol, sent in Config.Version:
 	// init refuses a configuration of another version (a host and an init
 	// binary from different builds).
-	Version = 3
+	Version = 4
 )
 
 // GitTemplateDir is the sandbox's empty, read-only git template directory
@@ -121,6 +121,12 @@ type Config struct {
 	// NoFile and FileSize are RLIMIT_NOFILE and RLIMIT_FSIZE (0: none).
 	NoFile   uint64 `json:"nofile"`
 	FileSize uint64 `json:"fsize"`
+	// NProc is RLIMIT_NPROC (0: none): the sandbox's task limit, which
+	// the kernel checks before a fork copies the parent's memory, unlike
+	// the cgroup's pids limit. It counts the tasks of the sandbox's uid
+	// in its user namespace: the sandbox's own (a root caller's sandbox
+	// has a uid of its own, a user's its own user namespace).
+	NProc uint64 `json:"nproc,omitempty"`
 	// LandlockMin is the lowest Landlock ABI accepted.
 	LandlockMin int `json:"landlock_min_abi"`
 	// Degraded lists the layers that may be skipped when unavailable;
