@@ -89,8 +89,9 @@ Options:
                            CPU less than the host has, at least 100)
   --cpu-weight N           CPU weight, 1..10000, against the host's
                            services' 100 (default 20: the host runs first)
-  --tmp-size SIZE          size of the private /tmp (default 1G)
-  --home-size SIZE         size of the private home (default 1G)
+  --tmp-size SIZE          size of the private /tmp, /var/tmp and /dev/shm
+                           together, in RAM (default 512M)
+  --home-size SIZE         size of the private home, in RAM (default 512M)
   --timeout DURATION       stop COMMAND after DURATION (SIGTERM, then SIGKILL)
   --audit-json FILE        append the audit record (JSON lines) to FILE,
                            which must be outside every grant

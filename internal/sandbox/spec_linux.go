@@ -97,7 +97,8 @@ type Limits struct {
 	// 100). Default 20 (DefaultCPUWeight): below the host's services (100),
 	// so that under contention the host runs first.
 	CPUWeight uint64
-	// TmpSize is the size of the private /tmp tmpfs in bytes.
+	// TmpSize is the size of the tmpfs that holds the private /tmp,
+	// /var/tmp and /dev/shm together, in bytes.
 	TmpSize int64
 	// HomeSize is the size of the home's own tmpfs in bytes; its inodes
 	// are limited to one per InodeBytes of it.
@@ -107,14 +108,16 @@ type Limits struct {
 	FileSize uint64
 }
 
-// DefaultLimits are used for zero fields of Spec.Limits.
+// DefaultLimits are used for zero fields of Spec.Limits. /tmp (with
+// /var/tmp and /dev/shm) and the home together pin at most 1 GiB of the
+// host's memory.
 var DefaultLimits = Limits{
 	MemoryMax:  4 << 30,
 	TasksMax:   1024,
 	CPUPercent: 0, // set by Normalize: DefaultCPUPercent
 	CPUWeight:  DefaultCPUWeight,
-	TmpSize:    1 << 30,
-	HomeSize:   1 << 30,
+	TmpSize:    512 << 20,
+	HomeSize:   512 << 20,
 	NoFile:     8192,
 }
 

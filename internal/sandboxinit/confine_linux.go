@@ -19,7 +19,10 @@ import (
 // set, the sandbox's uid, no_new_privs, Landlock, rlimits, close-on-exec
 // on every descriptor but stdio, no capabilities at all, and seccomp last
 // (nothing above needs a syscall it denies). It must run on the thread
-// that will fork the command (runtime.LockOSThread). Every layer is
+// that will fork the command (runtime.LockOSThread). The rlimits: no core
+// dumps, NOFILE and FSIZE as asked, NPROC at the task limit (the kernel
+// checks it before a fork copies anything, unlike the cgroup's pids
+// limit), MSGQUEUE at the kernel's default (ipc_linux.go). Every layer is
 // required unless degraded; on error it returns the failing layer.
 func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 	if err := dropBoundingSet(); err != nil {
@@ -51,6 +54,7 @@ func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 		{unix.RLIMIT_NOFILE, cfg.NoFile},
 		{unix.RLIMIT_FSIZE, cfg.FileSize},
 		{unix.RLIMIT_NPROC, cfg.NProc},
+		{unix.RLIMIT_MSGQUEUE, msgQueueBytes},
 	} {
 		if rl.val == 0 && rl.res != unix.RLIMIT_CORE {
 			continue

@@ -122,6 +122,17 @@ func runInit() int {
 		report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "shown without their secrets: " + strings.Join(cfg.masked, ", ")})
 	}
 	report(wire.Status{Layer: wire.LayerPIDNS, State: "applied", Detail: "fresh /proc"})
+	// The IPC namespace's limits are the sandbox's limits, as its cgroup's
+	// are (and waived with them).
+	ipcDetail, err := limitIPC(&cfg)
+	switch {
+	case err != nil && degraded(&cfg, wire.LayerCgroup):
+		report(wire.Status{Layer: wire.LayerCgroup, State: "degraded", Detail: err.Error()})
+	case err != nil:
+		return fail(wire.LayerCgroup, err)
+	default:
+		report(wire.Status{Layer: wire.LayerCgroup, State: "applied", Detail: ipcDetail})
+	}
 	if len(cfg.idmapDegraded) > 0 {
 		report(wire.Status{Layer: wire.LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})
 	} else if len(cfg.IDMaps) > 0 {

@@ -115,7 +115,8 @@ type Config struct {
 	DNS bool `json:"dns"`
 	// NoNetwork closes the network: no relay, no DNS sink.
 	NoNetwork bool `json:"no_network,omitempty"`
-	// TmpSize and HomeSize size the private /tmp and the home (bytes).
+	// TmpSize sizes the one tmpfs that holds the private /tmp, /var/tmp
+	// and /dev/shm; HomeSize the home's (bytes).
 	TmpSize  int64 `json:"tmp_size"`
 	HomeSize int64 `json:"home_size"`
 	// NoFile and FileSize are RLIMIT_NOFILE and RLIMIT_FSIZE (0: none).
