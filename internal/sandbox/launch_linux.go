@@ -603,13 +603,10 @@ type scopeResult struct {
 	err    error
 }
 
-// childLimits are the spec's limits for a placer. The cgroup's task
-// limit is TasksMax plus TaskReserve: init holds the sandbox user to
-// TasksMax with RLIMIT_NPROC (wire.Config.NProc), which refuses a fork
-// before it copies anything.
+// childLimits are the spec's limits for a placer.
 func (sb *Sandbox) childLimits() child.Limits {
 	l := sb.spec.Limits
-	return child.Limits{MemoryMax: l.MemoryMax, TasksMax: l.TasksMax + TaskReserve, CPUQuota: l.CPUPercent, CPUWeight: l.CPUWeight}
+	return child.Limits{MemoryMax: l.MemoryMax, TasksMax: l.TasksMax, CPUQuota: l.CPUPercent, CPUWeight: l.CPUWeight}
 }
 
 // idmapGrants prepares idmapped mounts (root only): each granted path not

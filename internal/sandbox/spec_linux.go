@@ -84,9 +84,10 @@ func (e *LayerError) Unwrap() error { return e.Err }
 type Limits struct {
 	// MemoryMax is the memory limit in bytes (cgroup memory.max).
 	MemoryMax int64
-	// TasksMax is the process and thread limit: the sandbox user's
-	// RLIMIT_NPROC, and the cgroup's pids.max with TaskReserve more for
-	// the sandbox's own helpers (see TaskReserve).
+	// TasksMax is the process and thread limit: the cgroup's pids.max,
+	// and the sandbox user's RLIMIT_NPROC, which the kernel checks before
+	// a fork copies anything, unlike the pids controller (see
+	// wire.Config.NProc).
 	TasksMax int64
 	// CPUPercent is the CPU quota in percent of one CPU (cgroup cpu.max).
 	// Default: one CPU less than the host has (at least one), so that a
@@ -132,18 +133,6 @@ const DefaultCPUWeight = 20
 // bomb, a runaway build) then still leaves the host a CPU of its own: the
 // cgroup is throttled before the host's processes wait on it.
 func DefaultCPUPercent(ncpu int) uint64 { return 100 * uint64(max(1, ncpu-1)) }
-
-// TaskReserve is how many tasks the sandbox cgroup's pids.max allows on
-// top of TasksMax. TasksMax itself is enforced first by RLIMIT_NPROC on
-// the sandbox's user, which the kernel checks at the start of fork(),
-// before it copies the parent's memory map; the pids controller refuses
-// only after that copy, made under the parent's mmap lock, which a host's
-// ps -e then waits on (a fork bomb at pids.max made ps -e take 27 s). The
-// cgroup also holds tasks that RLIMIT_NPROC does not count (the
-// repository guard runs as root in a root caller's sandbox): without the
-// reserve they would make the pids limit, not the rlimit, refuse the
-// command's forks.
-const TaskReserve = 32
 
 // InodeBytes is how many bytes of a private tmpfs (home, /tmp) allow one
 // inode: 131,072 files in 1 GiB, plenty for caches and node_modules, and

@@ -122,11 +122,12 @@ type Config struct {
 	// NoFile and FileSize are RLIMIT_NOFILE and RLIMIT_FSIZE (0: none).
 	NoFile   uint64 `json:"nofile"`
 	FileSize uint64 `json:"fsize"`
-	// NProc is RLIMIT_NPROC (0: none): the sandbox's task limit, which
-	// the kernel checks before a fork copies the parent's memory, unlike
-	// the cgroup's pids limit. It counts the tasks of the sandbox's uid
-	// in its user namespace: the sandbox's own (a root caller's sandbox
-	// has a uid of its own, a user's its own user namespace).
+	// NProc is the task limit (0: none), for RLIMIT_NPROC: the kernel
+	// checks it before a fork copies the parent's memory, unlike the
+	// cgroup's pids limit. It counts the tasks of the sandbox's uid in its
+	// user namespace: the sandbox's own (a root caller's sandbox has a uid
+	// of its own, a user's its own user namespace). Init lowers it by
+	// what the cgroup holds that it does not count (nprocLimit).
 	NProc uint64 `json:"nproc,omitempty"`
 	// LandlockMin is the lowest Landlock ABI accepted.
 	LandlockMin int `json:"landlock_min_abi"`
