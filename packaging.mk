@@ -76,7 +76,7 @@ check-units: bin/soda-mcpd bin/sodad $(PKG_MANS)
 	for f in $(PKG_MANS); do b=$$(basename $$f .gz); d="$$root/usr/share/man/man$${b##*.}"; \
 		mkdir -p "$$d" && cp $$f "$$d/" || exit 1; done && \
 	MANPATH="$$root/usr/share/man" systemd-analyze verify --root="$$root" \
-		soda-mcp@check.socket soda-mcp@check.service soda-mcp.slice soda.slice sodad.service && \
+		soda-mcp@check.socket soda-mcp@check.service soda-mcp.slice soda-sandbox.slice soda.slice sodad.service && \
 	echo "check-units: systemd-analyze verify passed" && \
 	{ out=$$(systemd-analyze security --offline=yes --root="$$root" --threshold=$(SECURITY_THRESHOLD) \
 		--no-pager soda-mcp@check.service 2>&1); rc=$$?; echo "$$out" | tail -n 1; \

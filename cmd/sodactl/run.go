@@ -85,9 +85,13 @@ Options:
                            code-injecting variables are refused (repeatable)
   --memory SIZE            memory limit, e.g. 2G (default 4G)
   --tasks N                process and thread limit (default 1024)
-  --cpu PCT                CPU limit in percent of one CPU (default: all CPUs)
-  --tmp-size SIZE          size of the private /tmp (default 1G)
-  --home-size SIZE         size of the private home (default 1G)
+  --cpu PCT                CPU limit in percent of one CPU (default: one
+                           CPU less than the host has, at least 100)
+  --cpu-weight N           CPU weight, 1..10000, against the host's
+                           services' 100 (default 20: the host runs first)
+  --tmp-size SIZE          size of the private /tmp, /var/tmp and /dev/shm
+                           together, in RAM (default 512M)
+  --home-size SIZE         size of the private home, in RAM (default 512M)
   --timeout DURATION       stop COMMAND after DURATION (SIGTERM, then SIGKILL)
   --audit-json FILE        append the audit record (JSON lines) to FILE,
                            which must be outside every grant
@@ -143,7 +147,7 @@ type runOptions struct {
 	workdir                   string
 	memory, tmpSize, homeSize string
 	tasks                     int64
-	cpu                       uint64
+	cpu, cpuWeight            uint64
 	timeout                   time.Duration
 	auditJSON, auditMaxS      string
 	auditMax                  int64
@@ -177,6 +181,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.StringVar(&ro.homeSize, "home-size", "", "")
 	fs.Int64Var(&ro.tasks, "tasks", 0, "")
 	fs.Uint64Var(&ro.cpu, "cpu", 0, "")
+	fs.Uint64Var(&ro.cpuWeight, "cpu-weight", 0, "")
 	fs.DurationVar(&ro.timeout, "timeout", 0, "")
 	fs.StringVar(&ro.auditJSON, "audit-json", "", "")
 	fs.StringVar(&ro.auditMaxS, "audit-json-max", "", "")
@@ -358,7 +363,10 @@ func (ro *runOptions) spec(argv []string, stdout, stderr io.Writer) (sandbox.Spe
 	if spec.Limits.HomeSize, err = parseSize(ro.homeSize); err != nil {
 		return sandbox.Spec{}, usagef("sodactl run", "--home-size: %v", err)
 	}
-	spec.Limits.TasksMax, spec.Limits.CPUPercent = ro.tasks, ro.cpu
+	spec.Limits.TasksMax, spec.Limits.CPUPercent, spec.Limits.CPUWeight = ro.tasks, ro.cpu, ro.cpuWeight
+	if ro.cpuWeight > 10000 {
+		return sandbox.Spec{}, usagef("sodactl run", "--cpu-weight %d: want 1 to 10000", ro.cpuWeight)
+	}
 	if spec.AllowDegraded, err = sandbox.ParseLayers(ro.degraded); err != nil {
 		return sandbox.Spec{}, usagef("sodactl run", "--allow-degraded: %v", err)
 	}

@@ -228,7 +228,7 @@ func writeStatus(w io.Writer, p sodadclient.Properties) error {
 	fmt.Fprintf(tw, "ReadWrite:\t%s\n", list(p.ReadWritePaths))
 	fmt.Fprintf(tw, "ReadOnly:\t%s\n", list(p.ReadOnlyPaths))
 	var lims []string
-	for _, k := range []string{"MemoryMax", "TasksMax", "CPUQuotaPercent", "TimeoutUSec", "TmpSize", "HomeSize"} {
+	for _, k := range []string{"MemoryMax", "TasksMax", "CPUQuotaPercent", "CPUWeight", "TimeoutUSec", "TmpSize", "HomeSize"} {
 		if v := p.Limits[k]; v != 0 {
 			lims = append(lims, fmt.Sprintf("%s=%d", k, v))
 		}

@@ -102,7 +102,7 @@ func (ro *runOptions) sodadSpec(spec sandbox.Spec) sodadclient.Spec {
 	s := sodadclient.Spec{
 		NoNetwork: ro.noNetwork, WorkingDirectory: ro.workdir, Environment: spec.Env,
 		MemoryMax: uint64(spec.Limits.MemoryMax), TmpSize: uint64(spec.Limits.TmpSize), HomeSize: uint64(spec.Limits.HomeSize),
-		TasksMax: uint64(spec.Limits.TasksMax), CPUQuotaPercent: spec.Limits.CPUPercent, Timeout: ro.timeout,
+		TasksMax: uint64(spec.Limits.TasksMax), CPUQuotaPercent: spec.Limits.CPUPercent, CPUWeight: spec.Limits.CPUWeight, Timeout: ro.timeout,
 	}
 	if len(ro.mcp) > 0 {
 		s.MCP = ro.mcp

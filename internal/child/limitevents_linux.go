@@ -13,14 +13,43 @@ import (
 type LimitEvents struct {
 	// OOMKills is how many processes the memory limit killed.
 	OOMKills uint64
-	// TasksMax is how many forks the task limit refused.
+	// TasksMax is how many forks the task limit refused, as the pids
+	// controller counts them (pids.events max); 1 where it counted none
+	// but the cgroup's tasks came within TasksPeakSlack of pids.max
+	// (pids.peak): a soda sandbox's RLIMIT_NPROC, at the same limit,
+	// refuses forks before the controller sees them, and the kernel
+	// counts those refusals nowhere.
 	TasksMax uint64
+}
+
+// TasksPeakSlack is how close to pids.max a cgroup's pids.peak must come
+// for LimitEvents.TasksMax to say that the task limit struck: a root
+// caller's sandbox leaves its repository guard that many tasks more than
+// it had (internal/sandboxinit), so that its RLIMIT_NPROC is met first.
+const TasksPeakSlack = 8
+
+// atTaskLimit reports whether the pids cgroup dir held, at its peak, at
+// least its limit less TasksPeakSlack (false without pids.peak, Linux
+// before 6.7, or without a limit).
+func atTaskLimit(dir string) bool {
+	read := func(f string) (uint64, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		return n, err == nil
+	}
+	peak, ok1 := read("pids.peak")
+	limit, ok2 := read("pids.max")
+	return ok1 && ok2 && peak > 0 && peak+TasksPeakSlack >= limit
 }
 
 // LimitEventsOf reads the limit counters of the cgroup process pid is in:
 // memory.events oom_kill and pids.events max in the unified hierarchy, or
 // memory.oom_control oom_kill and pids.events max in the v1 ones (hybrid
-// hosts). A counter the host does not have reads 0.
+// hosts), with pids.peak (see LimitEvents.TasksMax). A counter the host
+// does not have reads 0.
 func LimitEventsOf(pid int) (LimitEvents, error) {
 	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
@@ -79,6 +108,9 @@ func LimitEventsOf(pid int) (LimitEvents, error) {
 	}
 	if d, _ := dirOf("pids"); d != "" {
 		ev.TasksMax = counter(filepath.Join(d, "pids.events"), "max")
+		if ev.TasksMax == 0 && atTaskLimit(d) {
+			ev.TasksMax = 1
+		}
 	}
 	return ev, nil
 }

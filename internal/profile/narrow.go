@@ -223,6 +223,15 @@ func (p *Profile) narrowLimits(req Limits, add func(key, requested, ceiling, for
 			"CPUQuota %d%% exceeds profile %s's ceiling %d%%", out.CPUPercent, p.Name, c.CPUPercent)
 	}
 	switch {
+	case out.CPUWeight == 0:
+		out.CPUWeight = c.CPUWeight
+	case out.CPUWeight > MaxWeight:
+		return Limits{}, fmt.Errorf("request: CPUWeight %d is above %d", out.CPUWeight, MaxWeight)
+	case c.CPUWeight > 0 && out.CPUWeight > c.CPUWeight:
+		add("CPUWeight", fmt.Sprint(out.CPUWeight), fmt.Sprint(c.CPUWeight),
+			"CPUWeight %d exceeds profile %s's ceiling %d", out.CPUWeight, p.Name, c.CPUWeight)
+	}
+	switch {
 	case out.Timeout < 0:
 		return Limits{}, fmt.Errorf("request: Timeout %s is negative", out.Timeout)
 	case out.Timeout == 0:

@@ -75,7 +75,7 @@ func TestNarrow(t *testing.T) {
 			want: Request{
 				MCP:    []string{"jira", "github"},
 				Allow:  []egress.Grant{g("api.github.com:443"), g("*.example.com:443"), gp("gitlab.internal:443")},
-				Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30, WorkspaceSize: 512 << 20},
+				Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 20, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20},
 			},
 		},
 		{
@@ -85,25 +85,25 @@ func TestNarrow(t *testing.T) {
 				Allow:     []egress.Grant{g("example.com:443"), g("a.b.example.com:443"), g("*.b.example.com:443"), g("gitlab.internal:443")},
 				ReadWrite: []string{work + "/proj"},
 				ReadOnly:  []string{filepath.Join(root, "ref/docs"), work},
-				Limits:    Limits{MemoryMax: 1 << 30, TasksMax: 512, CPUPercent: 50, Timeout: time.Hour, TmpSize: 1 << 20, HomeSize: 1 << 30, WorkspaceSize: 512 << 20},
+				Limits:    Limits{MemoryMax: 1 << 30, TasksMax: 512, CPUPercent: 50, CPUWeight: 10, Timeout: time.Hour, TmpSize: 1 << 20, HomeSize: 256 << 20, WorkspaceSize: 512 << 20},
 			},
 			want: Request{
 				MCP:       []string{"jira"},
 				Allow:     []egress.Grant{g("example.com:443"), g("a.b.example.com:443"), g("*.b.example.com:443"), g("gitlab.internal:443")},
 				ReadWrite: []string{work + "/proj"},
 				ReadOnly:  []string{filepath.Join(root, "ref/docs"), work},
-				Limits:    Limits{MemoryMax: 1 << 30, TasksMax: 512, CPUPercent: 50, Timeout: time.Hour, TmpSize: 1 << 20, HomeSize: 1 << 30, WorkspaceSize: 512 << 20},
+				Limits:    Limits{MemoryMax: 1 << 30, TasksMax: 512, CPUPercent: 50, CPUWeight: 10, Timeout: time.Hour, TmpSize: 1 << 20, HomeSize: 256 << 20, WorkspaceSize: 512 << 20},
 			},
 		},
 		{
 			name: "empty lists grant nothing",
 			req:  Request{MCP: []string{}, Allow: []egress.Grant{}},
-			want: Request{MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30, WorkspaceSize: 512 << 20}},
+			want: Request{MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 20, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20}},
 		},
 		{
 			name: "no network",
 			req:  Request{NoNetwork: true},
-			want: Request{NoNetwork: true, MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 1 << 30, HomeSize: 1 << 30, WorkspaceSize: 512 << 20}},
+			want: Request{NoNetwork: true, MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 20, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20}},
 		},
 	}
 	for _, tt := range tests {
@@ -138,8 +138,9 @@ func TestNarrowExceeds(t *testing.T) {
 		{"memory", Request{Limits: Limits{MemoryMax: 8 << 30}}, "MemoryMax", "MemoryMax 8G exceeds profile dev's ceiling 4G"},
 		{"memory by a byte", Request{Limits: Limits{MemoryMax: 4<<30 + 1}}, "MemoryMax", "MemoryMax 4294967297 exceeds profile dev's ceiling 4G"},
 		{"tasks", Request{Limits: Limits{TasksMax: 513}}, "TasksMax", "TasksMax 513 exceeds profile dev's ceiling 512"},
-		{"tmp over the default ceiling", Request{Limits: Limits{TmpSize: 1536 << 20}}, "TmpSize", "TmpSize 1536M exceeds profile dev's ceiling 1G"},
+		{"tmp over the default ceiling", Request{Limits: Limits{TmpSize: 1536 << 20}}, "TmpSize", "TmpSize 1536M exceeds profile dev's ceiling 512M"},
 		{"cpu", Request{Limits: Limits{CPUPercent: 400}}, "CPUQuota", "CPUQuota 400% exceeds profile dev's ceiling 200%"},
+		{"cpu weight over the default ceiling", Request{Limits: Limits{CPUWeight: 100}}, "CPUWeight", "CPUWeight 100 exceeds profile dev's ceiling 20"},
 		{"timeout", Request{Limits: Limits{Timeout: 9*time.Hour + 30*time.Minute}}, "Timeout", "Timeout 9h 30min exceeds profile dev's ceiling 8h"},
 		{"mcp", Request{MCP: []string{"github", "postgres"}}, "MCP", "MCP postgres is not granted by profile dev (MCP=jira github)"},
 		{"host", Request{Allow: []egress.Grant{g("evil.com:443")}}, "Allow", "Allow evil.com:443 is not granted by profile dev (Allow=api.github.com:443 *.example.com:443, AllowPrivate=gitlab.internal:443)"},
@@ -203,6 +204,7 @@ func TestNarrowHostile(t *testing.T) {
 		{"negative memory", Request{Limits: Limits{MemoryMax: -1}}, "negative"},
 		{"negative timeout", Request{Limits: Limits{Timeout: -time.Second}}, "negative"},
 		{"cpu overflow", Request{Limits: Limits{CPUPercent: 1 << 63}}, "above"},
+		{"cpu weight overflow", Request{Limits: Limits{CPUWeight: 10001}}, "above 10000"},
 		{"bad mcp", Request{MCP: []string{"../../etc/passwd"}}, "MCP"},
 		{"unnormalised grant", Request{Allow: []egress.Grant{{Host: "EVIL.com", Port: 443}}}, "not a valid grant"},
 		{"zero port", Request{Allow: []egress.Grant{{Host: "a.com"}}}, "not a valid grant"},

@@ -24,6 +24,7 @@
 //	MemoryMax=4G
 //	TasksMax=512
 //	CPUQuota=200%
+//	CPUWeight=20
 //	Timeout=8h
 //	TmpSize=2G
 //	HomeSize=2G
@@ -75,10 +76,14 @@ type Limits struct {
 	// CPUPercent is the CPU quota in percent of one CPU (systemd's
 	// CPUQuota=); zero in a profile means no ceiling (all CPUs).
 	CPUPercent uint64
+	// CPUWeight is the sandbox cgroup's CPU weight, 1..10000 (systemd's
+	// CPUWeight=); in a profile, the highest a request may ask for.
+	CPUWeight uint64
 	// Timeout stops the sandbox after that long; zero in a profile means
 	// no ceiling.
 	Timeout time.Duration
-	// TmpSize is the size of the sandbox's private /tmp in bytes.
+	// TmpSize is the size of the tmpfs that holds the sandbox's private
+	// /tmp, /var/tmp and /dev/shm, in bytes.
 	TmpSize int64
 	// HomeSize is the size of the sandbox's private home in bytes.
 	HomeSize int64
@@ -89,13 +94,14 @@ type Limits struct {
 
 // DefaultLimits are a profile's ceilings for the keys it does not set:
 // the sandbox engine's own defaults (sodactl run's), so that a profile
-// without [Limits] grants no more than a plain sodactl run does. CPU and
-// timeout have no default ceiling.
+// without [Limits] grants no more than a plain sodactl run does. The CPU
+// quota and the timeout have no default ceiling.
 var DefaultLimits = Limits{
 	MemoryMax: 4 << 30,
 	TasksMax:  1024,
-	TmpSize:   1 << 30,
-	HomeSize:  1 << 30,
+	CPUWeight: 20,
+	TmpSize:   512 << 20,
+	HomeSize:  512 << 20,
 	// The sessions' default quota (issue 13).
 	WorkspaceSize: 512 << 20,
 }
@@ -252,13 +258,16 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 			*f.v = f.d
 		}
 	}
+	if l.CPUWeight == 0 {
+		l.CPUWeight = DefaultLimits.CPUWeight
+	}
 	return p, nil
 }
 
 // single are the keys that may be set only once.
 var single = map[string]bool{
 	"Profile.Description": true, "Grants.NoNetwork": true, "Grants.PerRunMCP": true,
-	"Limits.MemoryMax": true, "Limits.TasksMax": true, "Limits.CPUQuota": true,
+	"Limits.MemoryMax": true, "Limits.TasksMax": true, "Limits.CPUQuota": true, "Limits.CPUWeight": true,
 	"Limits.Timeout": true, "Limits.TmpSize": true, "Limits.HomeSize": true, "Limits.WorkspaceSize": true,
 }
 
@@ -371,10 +380,12 @@ func (p *Profile) apply(o config.Option) error {
 			l.TasksMax, err = parseCount(v)
 		case "CPUQuota":
 			l.CPUPercent, err = parsePercent(v)
+		case "CPUWeight":
+			l.CPUWeight, err = ParseWeight(v)
 		case "Timeout":
 			l.Timeout, err = config.ParseTimespan(v)
 		default:
-			return errors.New("unknown key (known: MemoryMax, TasksMax, CPUQuota, Timeout, TmpSize, HomeSize, WorkspaceSize)")
+			return errors.New("unknown key (known: MemoryMax, TasksMax, CPUQuota, CPUWeight, Timeout, TmpSize, HomeSize, WorkspaceSize)")
 		}
 		return err
 	default:
@@ -402,6 +413,18 @@ func parseCount(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 || n > maxTasks {
 		return 0, fmt.Errorf("%.32q is not a number from 1 to %d", v, maxTasks)
+	}
+	return n, nil
+}
+
+// MaxWeight bounds CPUWeight= (cgroup v2's cpu.weight range).
+const MaxWeight = 10000
+
+// ParseWeight parses a CPU weight, 1..MaxWeight.
+func ParseWeight(v string) (uint64, error) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 || n > MaxWeight {
+		return 0, fmt.Errorf("%.32q is not a weight from 1 to %d", v, MaxWeight)
 	}
 	return n, nil
 }

@@ -32,6 +32,7 @@ ReadOnlyPaths=/srv/reference
 MemoryMax=4G
 TasksMax=512
 CPUQuota=200%
+CPUWeight=50
 Timeout=8h
 TmpSize=2G
 `
@@ -60,7 +61,7 @@ func TestParseFull(t *testing.T) {
 			mustGrant(t, "gitlab.internal:443", true),
 		},
 		ReadWritePaths: []string{"/srv/work"}, ReadOnlyPaths: []string{"/srv/reference"},
-		Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, Timeout: 8 * time.Hour, TmpSize: 2 << 30, HomeSize: DefaultLimits.HomeSize, WorkspaceSize: DefaultLimits.WorkspaceSize},
+		Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 50, Timeout: 8 * time.Hour, TmpSize: 2 << 30, HomeSize: DefaultLimits.HomeSize, WorkspaceSize: DefaultLimits.WorkspaceSize},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("Parse:\n got %+v\nwant %+v", p, want)
@@ -119,6 +120,10 @@ func TestParseHostile(t *testing.T) {
 		{"tasks zero", "[Limits]\nTasksMax=0\n", 2, "Limits.TasksMax", "not a number"},
 		{"cpu overflow", "[Limits]\nCPUQuota=18446744073709551616%\n", 2, "Limits.CPUQuota", "not a percentage"},
 		{"cpu no percent", "[Limits]\nCPUQuota=200\n", 2, "Limits.CPUQuota", "not a percentage"},
+		{"weight zero", "[Limits]\nCPUWeight=0\n", 2, "Limits.CPUWeight", "not a weight from 1 to 10000"},
+		{"weight too high", "[Limits]\nCPUWeight=10001\n", 2, "Limits.CPUWeight", "not a weight"},
+		{"weight not a number", "[Limits]\nCPUWeight=idle\n", 2, "Limits.CPUWeight", "not a weight"},
+		{"duplicate weight", "[Limits]\nCPUWeight=10\nCPUWeight=20\n", 3, "Limits.CPUWeight", "set twice"},
 		{"timeout too long", "[Limits]\nTimeout=99999999d\n", 2, "Limits.Timeout", "longer than"},
 		{"relative path", "[Paths]\nReadWritePaths=srv/work\n", 2, "Paths.ReadWritePaths", "not an absolute path"},
 		{"traversal", "[Paths]\nReadWritePaths=/srv/work/../../etc\n", 2, "Paths.ReadWritePaths", "not a clean path"},

@@ -68,6 +68,9 @@ func checkLimits(pid int, l Limits, want map[string]string) error {
 	if l.CPUPercent > 0 {
 		need("cpu", "cpu.max")
 	}
+	if l.CPUWeight > 0 && l.CPUPercent == 0 {
+		need("cpu", "cpu.weight")
+	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return fmt.Errorf("limits not enforced for controllers: %s", strings.Join(missing, "; "))

@@ -144,7 +144,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	cfg := wire.Config{
 		Version: wire.Version, ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
-		LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
+		NProc: uint64(spec.Limits.TasksMax), LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
 		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
 		Adoptable: e.cfg.Adoptable, WorkspaceSize: spec.WorkspaceSize, Masks: spec.Masks,
 	}
@@ -631,7 +631,8 @@ type scopeResult struct {
 
 // childLimits are the spec's limits for a placer.
 func (sb *Sandbox) childLimits() child.Limits {
-	return child.Limits{MemoryMax: sb.spec.Limits.MemoryMax, TasksMax: sb.spec.Limits.TasksMax, CPUQuota: sb.spec.Limits.CPUPercent}
+	l := sb.spec.Limits
+	return child.Limits{MemoryMax: l.MemoryMax, TasksMax: l.TasksMax, CPUQuota: l.CPUPercent, CPUWeight: l.CPUWeight}
 }
 
 // idmapGrants prepares idmapped mounts (root only): each granted path not

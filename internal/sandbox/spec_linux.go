@@ -84,11 +84,22 @@ func (e *LayerError) Unwrap() error { return e.Err }
 type Limits struct {
 	// MemoryMax is the memory limit in bytes (cgroup memory.max).
 	MemoryMax int64
-	// TasksMax is the process and thread limit (cgroup pids.max).
+	// TasksMax is the process and thread limit: the cgroup's pids.max,
+	// and the sandbox user's RLIMIT_NPROC, which the kernel checks before
+	// a fork copies anything, unlike the pids controller (see
+	// wire.Config.NProc).
 	TasksMax int64
 	// CPUPercent is the CPU quota in percent of one CPU (cgroup cpu.max).
+	// Default: one CPU less than the host has (at least one), so that a
+	// sandbox that burns CPU leaves the host one to run on.
 	CPUPercent uint64
-	// TmpSize is the size of the private /tmp tmpfs in bytes.
+	// CPUWeight is the sandbox cgroup's CPU weight, 1..10000 (cgroup v2
+	// cpu.weight; cpu.shares on v1, as systemd maps it: weight × 1024 /
+	// 100). Default 20 (DefaultCPUWeight): below the host's services (100),
+	// so that under contention the host runs first.
+	CPUWeight uint64
+	// TmpSize is the size of the tmpfs that holds the private /tmp,
+	// /var/tmp and /dev/shm together, in bytes.
 	TmpSize int64
 	// HomeSize is the size of the home's own tmpfs in bytes; its inodes
 	// are limited to one per InodeBytes of it.
@@ -98,15 +109,30 @@ type Limits struct {
 	FileSize uint64
 }
 
-// DefaultLimits are used for zero fields of Spec.Limits.
+// DefaultLimits are used for zero fields of Spec.Limits. /tmp (with
+// /var/tmp and /dev/shm) and the home together pin at most 1 GiB of the
+// host's memory.
 var DefaultLimits = Limits{
 	MemoryMax:  4 << 30,
 	TasksMax:   1024,
-	CPUPercent: 0, // set to 100 × CPUs by Normalize
-	TmpSize:    1 << 30,
-	HomeSize:   1 << 30,
+	CPUPercent: 0, // set by Normalize: DefaultCPUPercent
+	CPUWeight:  DefaultCPUWeight,
+	TmpSize:    512 << 20,
+	HomeSize:   512 << 20,
 	NoFile:     8192,
 }
+
+// DefaultCPUWeight is a sandbox's CPU weight unless its Limits say
+// otherwise: a fifth of a default service's (CPUWeight=100). With cgroup
+// v1's cpu.shares it is 204 against 1024.
+const DefaultCPUWeight = 20
+
+// DefaultCPUPercent is the CPU quota of a sandbox unless its Limits say
+// otherwise, for a host of ncpu CPUs: 100 × max(1, ncpu−1) percent, one
+// CPU less than the host has. A sandbox that keeps every CPU busy (a fork
+// bomb, a runaway build) then still leaves the host a CPU of its own: the
+// cgroup is throttled before the host's processes wait on it.
+func DefaultCPUPercent(ncpu int) uint64 { return 100 * uint64(max(1, ncpu-1)) }
 
 // InodeBytes is how many bytes of a private tmpfs (home, /tmp) allow one
 // inode: 131,072 files in 1 GiB, plenty for caches and node_modules, and
@@ -294,7 +320,13 @@ func (s *Spec) Normalize() error {
 		l.TasksMax = DefaultLimits.TasksMax
 	}
 	if l.CPUPercent == 0 {
-		l.CPUPercent = uint64(100 * runtime.NumCPU())
+		l.CPUPercent = DefaultCPUPercent(runtime.NumCPU())
+	}
+	if l.CPUWeight == 0 {
+		l.CPUWeight = DefaultLimits.CPUWeight
+	}
+	if l.CPUWeight > 10000 {
+		return fmt.Errorf("sandbox: CPU weight %d is above 10000", l.CPUWeight)
 	}
 	if l.TmpSize == 0 {
 		l.TmpSize = DefaultLimits.TmpSize

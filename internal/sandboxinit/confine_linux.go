@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +20,10 @@ import (
 // set, the sandbox's uid, no_new_privs, Landlock, rlimits, close-on-exec
 // on every descriptor but stdio, no capabilities at all, and seccomp last
 // (nothing above needs a syscall it denies). It must run on the thread
-// that will fork the command (runtime.LockOSThread). Every layer is
+// that will fork the command (runtime.LockOSThread). The rlimits: no core
+// dumps, NOFILE and FSIZE as asked, NPROC at the task limit (the kernel
+// checks it before a fork copies anything, unlike the cgroup's pids
+// limit; nprocLimit), MSGQUEUE at the kernel's default (ipc_linux.go). Every layer is
 // required unless degraded; on error it returns the failing layer.
 func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 	if err := dropBoundingSet(); err != nil {
@@ -50,6 +54,8 @@ func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 		{unix.RLIMIT_CORE, 0},
 		{unix.RLIMIT_NOFILE, cfg.NoFile},
 		{unix.RLIMIT_FSIZE, cfg.FileSize},
+		{unix.RLIMIT_NPROC, nprocLimit(cfg)},
+		{unix.RLIMIT_MSGQUEUE, msgQueueBytes},
 	} {
 		if rl.val == 0 && rl.res != unix.RLIMIT_CORE {
 			continue
@@ -81,6 +87,47 @@ func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 		report(wire.Status{Layer: wire.LayerSeccomp, State: "applied", Detail: "syscall filter (EPERM/ENOSYS), foreign architectures killed"})
 	}
 	return "", nil
+}
+
+// guardSlack is how many more threads than it has when init confines
+// itself the repository guard may start (its Go runtime adds one for a
+// blocking system call) before the cgroup's task limit, not the rlimit,
+// refuses the command's forks. It is child.TasksPeakSlack too: a cgroup
+// whose tasks peaked that close to its limit met the rlimit
+// (limitCounters).
+const guardSlack = 8
+
+// nprocLimit is the command's RLIMIT_NPROC: the task limit, cfg.NProc,
+// which the cgroup's pids.max also is. The rlimit must refuse first: the
+// pids controller refuses a fork only after it copied the parent's memory
+// map under the parent's mmap lock, and a fork bomb held there makes the
+// host's ps wait (issue 23). Both count the same tasks, but for the
+// repository guard of a root caller's sandbox, which runs as root in the
+// cgroup: the rlimit leaves room for its threads, and guardSlack more
+// (without it, a fork bomb at --tasks 100 met the pids limit 2122 times in
+// 3 s, and the rlimit never). At least half the task limit is left.
+func nprocLimit(cfg *config) uint64 {
+	n := cfg.NProc
+	if n == 0 || cfg.UserNS || cfg.guard == nil {
+		return n
+	}
+	reserve := uint64(threads(cfg.guard.pid)) + guardSlack
+	return max(n-min(reserve, n), n/2)
+}
+
+// threads is how many threads process pid has (0 if it is gone).
+func threads(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 // lookPath finds argv0 in the sandbox's PATH (from env), as the shell

@@ -122,6 +122,17 @@ func runInit() int {
 		report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "shown without their secrets: " + strings.Join(cfg.masked, ", ")})
 	}
 	report(wire.Status{Layer: wire.LayerPIDNS, State: "applied", Detail: "fresh /proc"})
+	// The IPC namespace's limits are the sandbox's limits, as its cgroup's
+	// are (and waived with them).
+	ipcDetail, err := limitIPC(&cfg)
+	switch {
+	case err != nil && degraded(&cfg, wire.LayerCgroup):
+		report(wire.Status{Layer: wire.LayerCgroup, State: "degraded", Detail: err.Error()})
+	case err != nil:
+		return fail(wire.LayerCgroup, err)
+	default:
+		report(wire.Status{Layer: wire.LayerCgroup, State: "applied", Detail: ipcDetail})
+	}
 	if len(cfg.idmapDegraded) > 0 {
 		report(wire.Status{Layer: wire.LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})
 	} else if len(cfg.IDMaps) > 0 {
@@ -403,7 +414,10 @@ func unavailable(cfg *config, l wire.Layer) bool { return slices.Contains(cfg.Un
 // limitCounters reads the sandbox cgroup's limit counters in init's view of
 // /sys/fs/cgroup (mounted rooted at the sandbox's cgroup, mountCgroups):
 // the unified hierarchy's memory.events, pids.events and cpu.stat, or the
-// v1 controllers' (a hybrid host's). A file the host lacks reads 0.
+// v1 controllers' (a hybrid host's). A file the host lacks reads 0. The
+// tasks count is 1, not 0, where the cgroup's tasks peaked at its limit
+// (pids.peak within child.TasksPeakSlack, which guardSlack is, of
+// pids.max): RLIMIT_NPROC refused the forks there, uncounted (nprocLimit).
 func limitCounters() (oom, tasks, throttled uint64) {
 	first := func(key string, paths ...string) uint64 {
 		for _, p := range paths {
@@ -416,8 +430,28 @@ func limitCounters() (oom, tasks, throttled uint64) {
 	const c = "/sys/fs/cgroup/"
 	oom = first("oom_kill", c+"memory.events", c+"unified/memory.events", c+"memory/memory.oom_control")
 	tasks = first("max", c+"pids.events", c+"unified/pids.events", c+"pids/pids.events")
+	if tasks == 0 {
+		for _, d := range []string{c, c + "unified/", c + "pids/"} {
+			peak, ok1 := readValue(d + "pids.peak")
+			limit, ok2 := readValue(d + "pids.max")
+			if ok1 && ok2 && peak > 0 && peak+guardSlack >= limit {
+				tasks = 1
+				break
+			}
+		}
+	}
 	throttled = first("nr_throttled", c+"cpu.stat", c+"unified/cpu.stat", c+"cpu/cpu.stat", c+"cpu,cpuacct/cpu.stat")
 	return oom, tasks, throttled
+}
+
+// readValue reads a cgroup file holding one number ("max" is not one).
+func readValue(path string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
 }
 
 // readCounter reads "key N" from a flat-keyed cgroup file.

@@ -36,7 +36,8 @@ import (
 //	/etc/machine-id         a random one per sandbox (and
 //	                        /var/lib/dbus/machine-id when it is a file)
 //	/dev                    null zero full random urandom tty, own devpts, /dev/shm
-//	/tmp /var/tmp /dev/shm  private, size-limited, noexec tmpfs
+//	/tmp /var/tmp /dev/shm  private, noexec: one tmpfs of TmpSize bytes
+//	                        (privateTmp), a directory of it each
 //	/run /home /root /mnt /media, /var/lib/soda
 //	                        empty: no host socket (D-Bus, systemd, docker,
 //	                        ssh-agent, X11) and no other user's files
@@ -92,6 +93,10 @@ func buildRoot(cfg *config, userns []*os.File) error {
 	if err := os.Chdir("/"); err != nil {
 		return err
 	}
+	tmp, err := mountPrivateTmp(cfg.TmpSize)
+	if err != nil {
+		return err
+	}
 
 	entries, err := os.ReadDir(oldRoot)
 	if err != nil {
@@ -119,11 +124,11 @@ func buildRoot(cfg *config, userns []*os.File) error {
 				return err
 			}
 		case name == "dev":
-			if err := buildDev(cfg); err != nil {
+			if err := buildDev(tmp); err != nil {
 				return fmt.Errorf("build /dev: %w", err)
 			}
 		case name == "tmp":
-			if err := mountTmp(dst, cfg.TmpSize); err != nil {
+			if err := tmp.bind(dst); err != nil {
 				return err
 			}
 		case slices.Contains(hiddenTop, name):
@@ -154,7 +159,7 @@ func buildRoot(cfg *config, userns []*os.File) error {
 		}
 	}
 	hidden := append(slices.Clone(hiddenBelow), cfg.HideExtra...)
-	if err := hide(hidden, cfg.TmpSize); err != nil {
+	if err := hide(hidden, tmp); err != nil {
 		return err
 	}
 	if err := writeResolvConf(); err != nil {
@@ -189,7 +194,10 @@ func buildRoot(cfg *config, userns []*os.File) error {
 			}
 		}
 	}
-	if err := hide(again, cfg.TmpSize); err != nil {
+	if err := hide(again, tmp); err != nil {
+		return err
+	}
+	if err := tmp.close(); err != nil {
 		return err
 	}
 	// What the host would run later: git hooks and configuration, shell
@@ -213,7 +221,7 @@ func buildRoot(cfg *config, userns []*os.File) error {
 	// until now for the grants' mount points).
 	freeze := append([]string{"/", "/run", "/home", "/root", "/mnt", "/media", "/dev"}, hidden...)
 	for _, p := range freeze {
-		if strings.HasSuffix(p, "/tmp") {
+		if _, ok := tmpDirs[p]; ok {
 			continue // the private /var/tmp stays writable
 		}
 		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
@@ -263,17 +271,17 @@ func mountGrants(cfg *config, userns []*os.File) ([]grant, error) {
 	return grants, nil
 }
 
-// hide covers each existing directory of paths with an empty tmpfs (a
-// private one for .../tmp); symlinks (/var/run → /run) and missing paths
-// are skipped.
-func hide(paths []string, tmpSize int64) error {
+// hide covers each existing directory of paths with an empty tmpfs (the
+// private one's directory for /var/tmp, see privateTmp); symlinks
+// (/var/run → /run) and missing paths are skipped.
+func hide(paths []string, tmp *privateTmp) error {
 	for _, p := range paths {
 		fi, err := os.Lstat(p)
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		if strings.HasSuffix(p, "/tmp") {
-			err = mountTmp(p, tmpSize)
+		if _, ok := tmpDirs[p]; ok {
+			err = tmp.bind(p)
 		} else {
 			err = emptyTmpfs(p)
 		}
@@ -486,21 +494,75 @@ func copyFile(root *os.Root, p, dst string, mode fs.FileMode) error {
 // inodes is the inode limit of a private tmpfs of size bytes.
 func inodes(size int64) int64 { return max(size/wire.InodeBytes, 1024) }
 
-// mountTmp mounts a private, size-limited, noexec temporary directory.
-func mountTmp(dst string, size int64) error {
+// privateTmp is the sandbox's one tmpfs for temporary files, of TmpSize
+// bytes (and one inode per wire.InodeBytes): /tmp, /var/tmp and /dev/shm
+// are bind mounts of a directory of it each (tmpDirs), so that together
+// they hold, and pin of the host's memory, at most TmpSize; each is
+// nosuid, nodev, noexec and mode 1777. The tmpfs is mounted at a staging
+// directory of the root until close, and lives on in its bind mounts.
+type privateTmp struct{ stage string }
+
+// tmpDirs are the places privateTmp provides, with their directory in it.
+var tmpDirs = map[string]string{"/tmp": "tmp", "/var/tmp": "var-tmp", "/dev/shm": "shm"}
+
+// tmpStage is where init mounts the private tmpfs while it builds the
+// root (in the root tmpfs, which the sandbox sees read-only; removed
+// before).
+const tmpStage = "/.soda-tmp"
+
+// mountPrivateTmp mounts the private tmpfs of size bytes at tmpStage,
+// with a directory of mode 1777 for each of tmpDirs.
+func mountPrivateTmp(size int64) (*privateTmp, error) {
+	if err := os.Mkdir(tmpStage, 0o700); err != nil {
+		return nil, err
+	}
+	opts := fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", size, inodes(size))
+	if err := unix.Mount("soda-tmp", tmpStage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return nil, fmt.Errorf("mount the private tmpfs: %w", err)
+	}
+	for _, d := range tmpDirs {
+		p := filepath.Join(tmpStage, d)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(p, 0o777|os.ModeSticky); err != nil {
+			return nil, err
+		}
+	}
+	return &privateTmp{stage: tmpStage}, nil
+}
+
+// bind mounts dst's directory of the private tmpfs at dst (made if
+// missing), nosuid, nodev, noexec.
+func (t *privateTmp) bind(dst string) error {
+	d, ok := tmpDirs[dst]
+	if !ok {
+		return fmt.Errorf("%s is not a private temporary directory", dst)
+	}
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	opts := fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", size, inodes(size))
-	if err := unix.Mount("soda-tmp", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+	if err := unix.Mount(filepath.Join(t.stage, d), dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("mount private %s: %w", dst, err)
+	}
+	if err := setAttr(dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, false); err != nil {
 		return fmt.Errorf("mount private %s: %w", dst, err)
 	}
 	return nil
 }
 
+// close unmounts the staging mount and removes its directory; the bind
+// mounts keep the tmpfs.
+func (t *privateTmp) close() error {
+	if err := unix.Unmount(t.stage, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", t.stage, err)
+	}
+	return os.Remove(t.stage)
+}
+
 // buildDev makes a minimal /dev: the harmless character devices bound from
-// the host, a private devpts and /dev/shm.
-func buildDev(cfg *config) error {
+// the host, a private devpts and /dev/shm (of the private tmpfs).
+func buildDev(tmp *privateTmp) error {
 	if err := os.Mkdir("/dev", 0o755); err != nil {
 		return err
 	}
@@ -530,7 +592,7 @@ func buildDev(cfg *config) error {
 	if err := os.Symlink("pts/ptmx", "/dev/ptmx"); err != nil {
 		return err
 	}
-	if err := mountTmp("/dev/shm", cfg.TmpSize/4+1<<20); err != nil {
+	if err := tmp.bind("/dev/shm"); err != nil {
 		return err
 	}
 	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {

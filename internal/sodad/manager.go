@@ -305,7 +305,7 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 		return fail(err)
 	}
 	limits := map[string]uint64{"MemoryMax": uint64(eff.Limits.MemoryMax), "TasksMax": uint64(eff.Limits.TasksMax),
-		"CPUQuotaPercent": eff.Limits.CPUPercent, "TimeoutUSec": uint64(eff.Limits.Timeout / time.Microsecond),
+		"CPUQuotaPercent": eff.Limits.CPUPercent, "CPUWeight": eff.Limits.CPUWeight, "TimeoutUSec": uint64(eff.Limits.Timeout / time.Microsecond),
 		"TmpSize": uint64(eff.Limits.TmpSize), "HomeSize": uint64(eff.Limits.HomeSize)}
 	if req.Persistent {
 		limits["WorkspaceSize"] = uint64(eff.Limits.WorkspaceSize)
@@ -397,7 +397,7 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 	spec := sandbox.Spec{ID: b.id, Argv: b.argv, Env: req.Env, Dir: req.Dir, ReadOnly: eff.ReadOnly, ReadWrite: eff.ReadWrite,
 		NoNetwork: eff.NoNetwork, Timeout: eff.Limits.Timeout, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, TTY: st.TTY,
 		Limits: sandbox.Limits{MemoryMax: eff.Limits.MemoryMax, TasksMax: eff.Limits.TasksMax, CPUPercent: eff.Limits.CPUPercent,
-			TmpSize: eff.Limits.TmpSize, HomeSize: eff.Limits.HomeSize}}
+			CPUWeight: eff.Limits.CPUWeight, TmpSize: eff.Limits.TmpSize, HomeSize: eff.Limits.HomeSize}}
 	if req.Persistent {
 		spec.Persistent, spec.WorkspaceSize, spec.Argv = true, eff.Limits.WorkspaceSize, nil
 	}

@@ -367,6 +367,11 @@ func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
 					return bad(k, "%d%% is more than 1024 CPUs", n)
 				}
 				r.Limits.CPUPercent = n
+			case "CPUWeight":
+				if n > profile.MaxWeight {
+					return bad(k, "%d is above %d", n, profile.MaxWeight)
+				}
+				r.Limits.CPUWeight = n
 			case "TimeoutUSec":
 				if n > uint64(math.MaxInt64/int64(time.Microsecond)) {
 					return bad(k, "%d µs is too long", n)
@@ -393,7 +398,7 @@ var specTypes = map[string]string{
 	"MCP": "as", "Allow": "as", "AllowPrivate": "as", "NoNetwork": "b",
 	"ReadWritePaths": "as", "ReadOnlyPaths": "as", "WorkingDirectory": "s",
 	"Environment": "as", "MemoryMax": "t", "TmpSize": "t", "HomeSize": "t",
-	"TasksMax": "t", "CPUQuotaPercent": "t", "TimeoutUSec": "t", "TTY": "b",
+	"TasksMax": "t", "CPUQuotaPercent": "t", "CPUWeight": "t", "TimeoutUSec": "t", "TTY": "b",
 	"Persistent": "b", "WorkspaceSize": "t", "RunMCP": "a(sa{sv})", "Masks": "a(say)",
 }
 

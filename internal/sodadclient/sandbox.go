@@ -27,6 +27,7 @@ type Spec struct {
 	HomeSize         uint64
 	TasksMax         uint64
 	CPUQuotaPercent  uint64
+	CPUWeight        uint64 // 1..10000
 	Timeout          time.Duration
 	// Persistent makes a live sandbox that runs what Exec asks (Argv
 	// empty), with a private workspace of WorkspaceSize bytes at
@@ -110,7 +111,7 @@ func (s Spec) dict(tty bool) map[string]dbus.Variant {
 	nums := []struct {
 		key string
 		v   uint64
-	}{{"MemoryMax", s.MemoryMax}, {"TmpSize", s.TmpSize}, {"HomeSize", s.HomeSize}, {"TasksMax", s.TasksMax}, {"CPUQuotaPercent", s.CPUQuotaPercent}, {"TimeoutUSec", uint64(s.Timeout / time.Microsecond)}, {"WorkspaceSize", s.WorkspaceSize}}
+	}{{"MemoryMax", s.MemoryMax}, {"TmpSize", s.TmpSize}, {"HomeSize", s.HomeSize}, {"TasksMax", s.TasksMax}, {"CPUQuotaPercent", s.CPUQuotaPercent}, {"CPUWeight", s.CPUWeight}, {"TimeoutUSec", uint64(s.Timeout / time.Microsecond)}, {"WorkspaceSize", s.WorkspaceSize}}
 	for _, n := range nums {
 		if n.v != 0 {
 			d[n.key] = dbus.MakeVariant(n.v)

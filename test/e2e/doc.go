@@ -12,6 +12,11 @@
 // stdio as Unix fds): exit statuses, ownership and polkit decisions, grants
 // at run time seen by the agent inside, watchdog, idle exit and activation,
 // drain on restart and cleanup after kill -9, 100 create/exit cycles.
+// TestSodadHostLoad installs sodad the same way, in a box with cgroup
+// hybrid and one with cgroup v2 (skipped where its cgroup2 has no cpu and
+// pids controllers), runs a fork bomb and a CPU burner in a sandbox of a
+// user's and times true, python3 and ps -e on the host meanwhile
+// (test/testkit's probe): the host must stay responsive.
 //
 // The tests need root and a host that passes "test/box/sdbox check"; they
 // skip with a message saying what is missing otherwise. Run them with

@@ -3,11 +3,14 @@
 #
 #   make test-e2e   build the .deb (packaging.mk) and the fixtures, boot
 #                   systemd 252 in a throw-away box (test/box/sdbox), install
-#                   the package there and run every check (about 30 s); then
+#                   the package there and run every check (about 30 s; the
+#                   sodad host-load test, about a minute more); then
 #                   the sandbox suite (test/sandbox: the escape battery as
 #                   root and as a user, egress, an MCP agent, the real
 #                   Claude Code CLI (npm ci of test/sandbox/claude-code), a dev
-#                   workload, limits, fail-closed; about 25 s) in a second
+#                   workload, limits, host responsiveness under a fork bomb
+#                   and a CPU burner, private tmpfs memory, fail-closed;
+#                   about 2 min) in a second
 #                   box. At most 8 min. Skipped, with the reason, when not root or
 #                   when "test/box/sdbox check" finds something missing.
 #

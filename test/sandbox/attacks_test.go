@@ -57,8 +57,8 @@ func TestHomeOwnTmpfs(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("default home: %s", r)
 		}
-		if f := strings.Fields(r.stdout); len(f) != 2 || f[0] != "tmpfs" || f[1] != "1073741824" {
-			t.Errorf("default home: got %q, want a 1 GiB tmpfs", r.stdout)
+		if f := strings.Fields(r.stdout); len(f) != 2 || f[0] != "tmpfs" || f[1] != "536870912" {
+			t.Errorf("default home: got %q, want a 512 MiB tmpfs", r.stdout)
 		}
 		r = e.sodactl(execOpts{user: user}, append(pre, "--home-size", "16M", "--", "sh", "-c",
 			`dd if=/dev/zero of="$HOME/big" bs=1M count=64 2>&1; echo "dd=$?"`)...)

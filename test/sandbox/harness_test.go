@@ -1,7 +1,10 @@
 // Package sandboxtest runs sodactl run against a real systemd, the real
 // kernel sandbox and real MCP servers: the escape battery (test/sbxprobe)
 // as root and as an ordinary user, egress through the relay and proxy, an
-// agent-shaped MCP workload, resource limits and fail-closed refusals.
+// agent-shaped MCP workload, resource limits and fail-closed refusals, and
+// what a sandbox costs the host: its responsiveness under a fork bomb and a
+// CPU burner (TestHostResponsive, which also runs sodactl on this host
+// itself, outside the box) and the memory of its private tmpfs.
 //
 // It needs root and boots a throw-away systemd 252 (test/box/sdbox, cgroup
 // hybrid, so MemoryMax/TasksMax/CPUQuota are enforced); run it with

@@ -21,8 +21,15 @@ import (
 //	base, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 3 * time.Second})
 //	... start the fork bomb ...
 //	during, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{})
-//	t.Logf("baseline: %s\nduring: %s", base, during)
-//	if err := during.Check(base, testkit.DefaultBounds()); err != nil { t.Error(err) }
+//	... stop it ...
+//	after, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 2 * time.Second})
+//	t.Logf("baseline: %s\nduring: %s\nafter: %s", base, during, after)
+//	switch err := testkit.Judge(base, during, after, testkit.DefaultBounds()); {
+//	case errors.Is(err, testkit.ErrBusyHost):
+//		t.Skip(err) // something else loads the host: this run cannot tell
+//	case err != nil:
+//		t.Error(err)
+//	}
 //
 // Three commands are timed, each run after run for the whole duration:
 // /bin/true (fork, exec and wait: the scheduler's latency), python3 -c
@@ -252,4 +259,28 @@ func (l HostLoad) Check(baseline HostLoad, b Bounds) error {
 		return fmt.Errorf("the host was not responsive: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// ErrBusyHost says that the host was slow without the attack too (Judge):
+// something else loads it, and the measurement cannot tell.
+var ErrBusyHost = errors.New("the host was busy without the attack")
+
+// Judge says what during, measured while an attack ran, shows against
+// before and after, measured just before it started and just after it
+// ended: nil if during is within b of before (Check); an error wrapping
+// ErrBusyHost if before was not quiet (a ps -e over half of b.PSMax, or a
+// timed-out run) or after misses the bounds as well (the host stayed slow
+// once the attack was gone); otherwise Check's error.
+func Judge(before, during, after HostLoad, b Bounds) error {
+	if before.PS.TimedOut > 0 || before.True.TimedOut > 0 || before.Python.TimedOut > 0 || before.PS.Max > b.PSMax/2 {
+		return fmt.Errorf("%w: before the attack: %s", ErrBusyHost, before)
+	}
+	err := during.Check(before, b)
+	if err == nil {
+		return nil
+	}
+	if after.Check(before, b) != nil {
+		return fmt.Errorf("%w: after the attack as during it (%v): %s", ErrBusyHost, err, after)
+	}
+	return err
 }

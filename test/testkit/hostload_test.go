@@ -80,6 +80,34 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestJudge(t *testing.T) {
+	quiet := HostLoad{
+		True:   Sample{N: 50, Median: ms(1), P95: ms(2), Max: ms(3)},
+		Python: Sample{N: 50, Median: ms(50), P95: ms(60), Max: ms(70)},
+		PS:     Sample{N: 50, Median: ms(30), P95: ms(40), Max: ms(50)},
+	}
+	stalled := quiet
+	stalled.PS = Sample{N: 2, TimedOut: 2, Median: 5 * time.Second, P95: 5 * time.Second, Max: 5 * time.Second}
+	for _, tc := range []struct {
+		name                  string
+		before, during, after HostLoad
+		busy, fails           bool
+	}{
+		{"responsive", quiet, quiet, quiet, false, false},
+		{"stalled by the attack", quiet, stalled, quiet, false, true},
+		{"busy before", stalled, stalled, quiet, true, true},
+		{"slow baseline", func() HostLoad { l := quiet; l.PS.Max = 1500 * time.Millisecond; return l }(), quiet, quiet, true, true},
+		{"still slow after", quiet, stalled, stalled, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Judge(tc.before, tc.during, tc.after, DefaultBounds())
+			if (err != nil) != tc.fails || errors.Is(err, ErrBusyHost) != tc.busy {
+				t.Errorf("Judge: %v; want an error %v, ErrBusyHost %v", err, tc.fails, tc.busy)
+			}
+		})
+	}
+}
+
 // TestMeasureHost runs the probe for a moment on this host: every command
 // measured, nothing timed out, and a timeout shows as one.
 func TestMeasureHost(t *testing.T) {
@@ -103,5 +131,45 @@ func TestMeasureHost(t *testing.T) {
 	}
 	if _, _, err := timeRun(ctx, time.Second, []string{"false"}); err == nil {
 		t.Error("false: no error")
+	}
+}
+
+// TestAttackMechanics drives StartAttack and Stop with a stand-in for
+// AttackScript (a shell loop, no attack): started, stopped, usage read;
+// a command that ends before it starts is an error.
+func TestAttackMechanics(t *testing.T) {
+	dir := t.TempDir()
+	script := `touch "$1/started"; while [ ! -e "$1/stop" ]; do sleep 0.02; done; echo '{"cpu_seconds":1.5,"wall_seconds":3,"processes":700}' > "$1/usage"`
+	a, err := StartAttack(exec.Command("sh", "-c", script, "sh", dir), dir, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	use, err := a.Stop()
+	if err != nil || use != (AttackUsage{CPU: 1.5, Wall: 3, Processes: 700}) {
+		t.Fatalf("Stop: %+v, %v", use, err)
+	}
+	if _, err := StartAttack(exec.Command("sh", "-c", "echo refused; exit 125"), t.TempDir(), 10*time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("a command that ends at once: %v, want an error with its output", err)
+	}
+}
+
+func TestAttackUsageCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		use  AttackUsage
+		kind string
+		ok   bool
+	}{
+		{"burner", AttackUsage{CPU: 8, Wall: 9}, "cpuburn", true},
+		{"idle", AttackUsage{CPU: 1, Wall: 9}, "cpuburn", false},
+		{"unknown", AttackUsage{CPU: -1, Wall: 9}, "cpuburn", false},
+		{"bomb", AttackUsage{CPU: 8, Wall: 9, Processes: 1000}, "forkbomb", true},
+		{"bomb that did not fill", AttackUsage{CPU: 8, Wall: 9, Processes: 100}, "forkbomb", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.use.Check(tc.kind, 1024); (err == nil) != tc.ok {
+				t.Errorf("Check: %v, want ok %v", err, tc.ok)
+			}
+		})
 	}
 }

@@ -41,8 +41,9 @@ const (
 	PlacedByte = 'P'
 	// Version is the version of this protocol, sent in Config.Version:
 	// init refuses a configuration of another version (a host and an init
-	// binary from different builds). 4: exec's end_others and ws_full.
-	Version = 4
+	// binary from different builds). 5: exec's end_others and ws_full,
+	// and Config.NProc.
+	Version = 5
 )
 
 // GitTemplateDir is the sandbox's empty, read-only git template directory
@@ -115,12 +116,20 @@ type Config struct {
 	DNS bool `json:"dns"`
 	// NoNetwork closes the network: no relay, no DNS sink.
 	NoNetwork bool `json:"no_network,omitempty"`
-	// TmpSize and HomeSize size the private /tmp and the home (bytes).
+	// TmpSize sizes the one tmpfs that holds the private /tmp, /var/tmp
+	// and /dev/shm; HomeSize the home's (bytes).
 	TmpSize  int64 `json:"tmp_size"`
 	HomeSize int64 `json:"home_size"`
 	// NoFile and FileSize are RLIMIT_NOFILE and RLIMIT_FSIZE (0: none).
 	NoFile   uint64 `json:"nofile"`
 	FileSize uint64 `json:"fsize"`
+	// NProc is the task limit (0: none), for RLIMIT_NPROC: the kernel
+	// checks it before a fork copies the parent's memory, unlike the
+	// cgroup's pids limit. It counts the tasks of the sandbox's uid in its
+	// user namespace: the sandbox's own (a root caller's sandbox has a uid
+	// of its own, a user's its own user namespace). Init lowers it by
+	// what the cgroup holds that it does not count (nprocLimit).
+	NProc uint64 `json:"nproc,omitempty"`
 	// LandlockMin is the lowest Landlock ABI accepted.
 	LandlockMin int `json:"landlock_min_abi"`
 	// Degraded lists the layers that may be skipped when unavailable;

@@ -1,0 +1,145 @@
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/soda-project/soda/test/testkit"
+)
+
+// TestHostResponsive is issue 23's "a sandbox must leave the host
+// responsive": a fork bomb, then a CPU burner, runs in a sodactl run
+// --direct sandbox as root while testkit.MeasureHost times true, python3
+// and ps -e on the host (outside the box, outside the sandbox), against a
+// baseline measured just before. Two kinds of sandbox: "host", sodactl
+// run on this host itself (no systemd: cgroup v1 directories on a hybrid
+// host), and "box", sodactl run in the systemd box (a transient scope in
+// soda-sandbox.slice, cgroup hybrid).
+//
+// The bounds (testkit.DefaultBounds) are generous; the code before issue
+// 23 misses them by far under the fork bomb. The CPU burner left the host
+// responsive before too (CFS shares it), but took more than the host's
+// CPUs but one: the test also checks that the sandbox used at most the
+// default quota, max(1, NumCPU-1) CPUs. Measured on the 2-CPU hybrid test
+// VM (baselines: true p95 2-6 ms, python3 median 15 ms, ps -e max 15-35 ms):
+//
+//	                 before (quota 200 %, shares 1024,   after (quota 100 %, weight 20,
+//	                 no RLIMIT_NPROC)                    RLIMIT_NPROC = TasksMax)
+//	host forkbomb    ps -e killed at 5 s (2 of 2 runs),  ps -e median 90 ms, max 135 ms;
+//	                 a python3 run killed at 5 s         true p95 6.5 ms; python3 median 18 ms
+//	box forkbomb     ps -e killed at 5 s (2 of 2), a     ps -e median 153 ms, max 314 ms;
+//	                 true run killed at 5 s              true p95 14 ms; python3 median 19 ms
+//	host cpuburn     ps -e max 46 ms; 1.30 CPUs used     ps -e max 29 ms; 0.88 CPUs used
+//	box cpuburn      ps -e max 83 ms; 1.12 CPUs used     ps -e max 114 ms; 0.67 CPUs used
+//
+// A control makes sure the attack ran: its sandbox used at least a
+// quarter of a CPU while it was measured (its cgroup's own CPU time,
+// testkit.AttackUsage; the host's /proc/stat would count other load), and
+// the fork bomb filled at least half of its task limit. A host that was
+// slow before the attack, or as slow after it, is busy with something
+// else: the test skips, saying so (testkit.Judge).
+func TestHostResponsive(t *testing.T) {
+	e := requireEnv(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skipf("SKIP: no python3 for the attack: %v", err)
+	}
+	kinds := []struct {
+		name    string
+		sodactl func(args ...string) *exec.Cmd
+	}{
+		{"host", func(args ...string) *exec.Cmd { return exec.Command(filepath.Join(e.bin, "sodactl"), args...) }},
+		{"box", func(args ...string) *exec.Cmd {
+			return exec.Command(e.sdbox, append([]string{"exec", e.box, "--", filepath.Join(e.bin, "sodactl")}, args...)...)
+		}},
+	}
+	for _, k := range kinds {
+		for _, attack := range []string{"forkbomb", "cpuburn"} {
+			t.Run(k.name+"/"+attack, func(t *testing.T) {
+				e.hostLoad(t, k.name+"-"+attack, attack, k.sodactl)
+				if k.name == "box" {
+					e.noLeftovers(t)
+				}
+			})
+		}
+	}
+}
+
+// hostLoad runs attack in a sandbox started by sodactl(ARGS) and checks
+// that the host stayed responsive meanwhile.
+func (e *env) hostLoad(t *testing.T, name, attack string, sodactl func(args ...string) *exec.Cmd) {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(e.bin, "hostload-"+name)
+	audit := filepath.Join(e.bin, "audit", "hostload-"+name+".jsonl")
+	os.RemoveAll(dir)
+	os.Remove(audit)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("baseline: %v", err)
+	}
+	a, err := testkit.StartAttack(sodactl("run", "--direct", "--no-network", "--rw", dir, "--audit-json", audit, "--timeout", "120s",
+		"--", "python3", "-c", testkit.AttackScript, dir, attack), dir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // let it ramp up
+	during, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 8 * time.Second})
+	use, stopErr := a.Stop()
+	if err != nil {
+		t.Fatalf("measure during the attack: %v", err)
+	}
+	if stopErr != nil {
+		t.Fatal(stopErr)
+	}
+	after, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("measure after the attack: %v", err)
+	}
+	t.Logf("%s: before: %s", name, before)
+	t.Logf("%s: during %s: %s", name, attack, during)
+	t.Logf("%s: after: %s", name, after)
+	t.Logf("%s: the sandbox used %.2f CPU-seconds in %.1f s, %d processes at the end; exit record %s", name, use.CPU, use.Wall, use.Processes, exitCounters(audit))
+	verdict := testkit.Judge(before, during, after, testkit.DefaultBounds())
+	if errors.Is(verdict, testkit.ErrBusyHost) {
+		t.Skipf("SKIP: %v", verdict)
+	}
+	if err := use.Check(attack, 1024); err != nil {
+		t.Fatalf("control: %v\n%s", err, a.Output())
+	}
+	if quota := float64(max(1, runtime.NumCPU()-1)); use.CPUs() > quota+0.05 {
+		t.Errorf("%s: the sandbox used %.2f CPUs, more than its default quota of %.0f (the host's CPUs but one)", name, use.CPUs(), quota)
+	}
+	if verdict != nil {
+		t.Errorf("%s: %v", name, verdict)
+	}
+}
+
+// exitCounters are the limit counters of an audit file's exit record.
+func exitCounters(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var rec struct {
+			Event string         `json:"event"`
+			Exit  map[string]any `json:"exit"`
+		}
+		if json.Unmarshal(line, &rec) == nil && rec.Event == "exit" {
+			out, _ := json.Marshal(rec.Exit)
+			return string(out)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,165 @@
+package testkit
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// AttackScript is a host-load attack to run in a sandbox, as python3 -c
+// AttackScript DIR KIND (DIR writable in the sandbox and readable by the
+// test): KIND forkbomb is issue 23's fork loop (every process forks for
+// ever, ignoring the refusals); cpuburn is 8 busy loops. The first process
+// writes DIR/started once the attack runs, and ends (so the sandbox's
+// command ends) when DIR/stop appears or after 90 s; it forks nothing
+// meanwhile, so it never waits for a task slot. Before it ends it writes
+// DIR/usage, an AttackUsage: the test's control that the attack ran.
+const AttackScript = `
+import json, os, sys, time
+d, kind = sys.argv[1], sys.argv[2]
+def cpu_ns():
+    for p, key, scale in (('/sys/fs/cgroup/cpu.stat', 'usage_usec', 1000),
+                          ('/sys/fs/cgroup/unified/cpu.stat', 'usage_usec', 1000),
+                          ('/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage', None, 1)):
+        try:
+            with open(p) as f:
+                for line in f:
+                    w = line.split()
+                    if key is None:
+                        return int(w[0])
+                    if w[0] == key:
+                        return int(w[1]) * scale
+        except (OSError, ValueError, IndexError):
+            pass
+    return -1
+def bomb():
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            pass
+def burn():
+    while True:
+        pass
+if kind == 'forkbomb':
+    if os.fork() == 0:
+        bomb()
+else:
+    for _ in range(8):
+        if os.fork() == 0:
+            burn()
+c0, t0 = cpu_ns(), time.time()
+open(d + '/started', 'w').close()
+end = t0 + 90
+while not os.path.exists(d + '/stop') and time.time() < end:
+    time.sleep(0.1)
+c1, t1 = cpu_ns(), time.time()
+procs = sum(1 for p in os.listdir('/proc') if p.isdigit())
+with open(d + '/usage', 'w') as f:
+    json.dump({'cpu_seconds': (c1 - c0) / 1e9 if c0 >= 0 and c1 >= 0 else -1, 'wall_seconds': t1 - t0, 'processes': procs}, f)
+os._exit(0)
+`
+
+// AttackUsage is what AttackScript writes in DIR/usage.
+type AttackUsage struct {
+	// CPU is the CPU time the sandbox's cgroup used from DIR/started to
+	// DIR/stop, in seconds, as the sandbox reads it: cgroup2's cpu.stat,
+	// which every cgroup has, controller or not (the unified hierarchy's
+	// on a hybrid host), or a v1 cpu,cpuacct hierarchy; -1 if none (a
+	// separate v1 cpuacct hierarchy may not hold the sandbox in a cgroup
+	// of its own).
+	CPU float64 `json:"cpu_seconds"`
+	// Wall is the time from DIR/started to DIR/stop, in seconds.
+	Wall float64 `json:"wall_seconds"`
+	// Processes is how many processes the sandbox's PID namespace held
+	// at the end: a fork bomb's fill of its task limit.
+	Processes int `json:"processes"`
+}
+
+// Attack is AttackScript running in a sandbox, started by StartAttack.
+type Attack struct {
+	dir     string
+	cmd     *exec.Cmd
+	out     Buffer
+	done    chan struct{}
+	waitErr error
+}
+
+// StartAttack starts cmd, which runs AttackScript with DIR dir in a
+// sandbox (sodactl run ... -- python3 -c AttackScript DIR KIND), and waits
+// up to timeout until the attack runs (DIR/started). cmd's output is kept
+// for errors. On error the attack is stopped.
+func StartAttack(cmd *exec.Cmd, dir string, timeout time.Duration) (*Attack, error) {
+	a := &Attack{dir: dir, cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &a.out, &a.out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the attack: %w", err)
+	}
+	go func() { a.waitErr = cmd.Wait(); close(a.done) }()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+			return a, nil
+		}
+		select {
+		case <-a.done:
+			return nil, fmt.Errorf("the attack ended before it started (%v):\n%s", a.waitErr, a.out.String())
+		default:
+		}
+	}
+	_, err := a.Stop()
+	return nil, fmt.Errorf("the attack did not start in %s (%v):\n%s", timeout, err, a.out.String())
+}
+
+// Stop ends the attack (DIR/stop), waits up to a minute for its command to
+// exit (then kills it), and returns what it wrote in DIR/usage.
+func (a *Attack) Stop() (AttackUsage, error) {
+	if err := os.WriteFile(filepath.Join(a.dir, "stop"), nil, 0o644); err != nil {
+		return AttackUsage{}, fmt.Errorf("stop the attack: %w", err)
+	}
+	select {
+	case <-a.done:
+	case <-time.After(time.Minute):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+		return AttackUsage{}, fmt.Errorf("the attack's command did not end within a minute of %s/stop:\n%s", a.dir, a.out.String())
+	}
+	if a.waitErr != nil {
+		return AttackUsage{}, fmt.Errorf("the attack's command: %w\n%s", a.waitErr, a.out.String())
+	}
+	var use AttackUsage
+	b, err := os.ReadFile(filepath.Join(a.dir, "usage"))
+	if err == nil {
+		err = json.Unmarshal(b, &use)
+	}
+	if err != nil {
+		return AttackUsage{}, fmt.Errorf("the attack's usage report: %w\n%s", err, a.out.String())
+	}
+	return use, nil
+}
+
+// Output is what the attack's command wrote (stdout and stderr).
+func (a *Attack) Output() string { return a.out.String() }
+
+// CPUs is how many CPUs the sandbox used on average (CPU / Wall).
+func (u AttackUsage) CPUs() float64 {
+	if u.Wall <= 0 {
+		return 0
+	}
+	return u.CPU / u.Wall
+}
+
+// Check is the control that the attack ran: its sandbox used at least a
+// quarter of a CPU, and a fork bomb filled at least half of its task
+// limit tasksMax.
+func (u AttackUsage) Check(kind string, tasksMax int) error {
+	if u.CPU < 0.25*u.Wall {
+		return fmt.Errorf("the sandbox used %.2f CPU-seconds in %.1f s (less than a quarter of a CPU, or unknown): the attack did not load the host", u.CPU, u.Wall)
+	}
+	if kind == "forkbomb" && u.Processes < tasksMax/2 {
+		return fmt.Errorf("the fork bomb had %d processes at the end, below half its task limit (%d)", u.Processes, tasksMax)
+	}
+	return nil
+}
