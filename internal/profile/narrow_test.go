@@ -75,7 +75,7 @@ func TestNarrow(t *testing.T) {
 			want: Request{
 				MCP:    []string{"jira", "github"},
 				Allow:  []egress.Grant{g("api.github.com:443"), g("*.example.com:443"), gp("gitlab.internal:443")},
-				Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 20, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20},
+				Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 100, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20},
 			},
 		},
 		{
@@ -98,12 +98,12 @@ func TestNarrow(t *testing.T) {
 		{
 			name: "empty lists grant nothing",
 			req:  Request{MCP: []string{}, Allow: []egress.Grant{}},
-			want: Request{MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 20, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20}},
+			want: Request{MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 100, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20}},
 		},
 		{
 			name: "no network",
 			req:  Request{NoNetwork: true},
-			want: Request{NoNetwork: true, MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 20, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20}},
+			want: Request{NoNetwork: true, MCP: []string{}, Allow: []egress.Grant{}, Limits: Limits{MemoryMax: 4 << 30, TasksMax: 512, CPUPercent: 200, CPUWeight: 100, Timeout: 8 * time.Hour, TmpSize: 512 << 20, HomeSize: 512 << 20, WorkspaceSize: 512 << 20}},
 		},
 	}
 	for _, tt := range tests {
@@ -140,7 +140,7 @@ func TestNarrowExceeds(t *testing.T) {
 		{"tasks", Request{Limits: Limits{TasksMax: 513}}, "TasksMax", "TasksMax 513 exceeds profile dev's ceiling 512"},
 		{"tmp over the default ceiling", Request{Limits: Limits{TmpSize: 1536 << 20}}, "TmpSize", "TmpSize 1536M exceeds profile dev's ceiling 512M"},
 		{"cpu", Request{Limits: Limits{CPUPercent: 400}}, "CPUQuota", "CPUQuota 400% exceeds profile dev's ceiling 200%"},
-		{"cpu weight over the default ceiling", Request{Limits: Limits{CPUWeight: 100}}, "CPUWeight", "CPUWeight 100 exceeds profile dev's ceiling 20"},
+		{"cpu weight over the default ceiling", Request{Limits: Limits{CPUWeight: 200}}, "CPUWeight", "CPUWeight 200 exceeds profile dev's ceiling 100"},
 		{"timeout", Request{Limits: Limits{Timeout: 9*time.Hour + 30*time.Minute}}, "Timeout", "Timeout 9h 30min exceeds profile dev's ceiling 8h"},
 		{"mcp", Request{MCP: []string{"github", "postgres"}}, "MCP", "MCP postgres is not granted by profile dev (MCP=jira github)"},
 		{"host", Request{Allow: []egress.Grant{g("evil.com:443")}}, "Allow", "Allow evil.com:443 is not granted by profile dev (Allow=api.github.com:443 *.example.com:443, AllowPrivate=gitlab.internal:443)"},

@@ -24,7 +24,7 @@
 //	MemoryMax=4G
 //	TasksMax=512
 //	CPUQuota=200%
-//	CPUWeight=20
+//	CPUWeight=100
 //	Timeout=8h
 //	TmpSize=2G
 //	HomeSize=2G
@@ -99,7 +99,7 @@ type Limits struct {
 var DefaultLimits = Limits{
 	MemoryMax: 4 << 30,
 	TasksMax:  1024,
-	CPUWeight: 20,
+	CPUWeight: 100,
 	TmpSize:   512 << 20,
 	HomeSize:  512 << 20,
 	// The sessions' default quota (issue 13).

@@ -95,8 +95,11 @@ type Limits struct {
 	CPUPercent uint64
 	// CPUWeight is the sandbox cgroup's CPU weight, 1..10000 (cgroup v2
 	// cpu.weight; cpu.shares on v1, as systemd maps it: weight × 1024 /
-	// 100). Default 20 (DefaultCPUWeight): below the host's services (100),
-	// so that under contention the host runs first.
+	// 100). Default 100 (DefaultCPUWeight), a service's: a lower weight
+	// starves a sandbox's forks while they hold their memory-map lock,
+	// which host readers of /proc then wait for (docs/sandbox.md, "Host
+	// cost"); the CPU quota below the host's CPUs is what keeps a CPU the
+	// host's.
 	CPUWeight uint64
 	// TmpSize is the size of the tmpfs that holds the private /tmp,
 	// /var/tmp and /dev/shm together, in bytes.
@@ -123,9 +126,11 @@ var DefaultLimits = Limits{
 }
 
 // DefaultCPUWeight is a sandbox's CPU weight unless its Limits say
-// otherwise: a fifth of a default service's (CPUWeight=100). With cgroup
-// v1's cpu.shares it is 204 against 1024.
-const DefaultCPUWeight = 20
+// otherwise: a default service's (CPUWeight=100; cpu.shares 1024 on
+// cgroup v1). Measured with the host's CPUs busy, a fifth of it (20) made
+// a host ps -e wait 24–42 s behind a fork bomb's starved copies; 100, at
+// most 0.4 s.
+const DefaultCPUWeight = 100
 
 // DefaultCPUPercent is the CPU quota of a sandbox unless its Limits say
 // otherwise, for a host of ncpu CPUs: 100 × max(1, ncpu−1) percent, one

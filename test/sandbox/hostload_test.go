@@ -31,7 +31,7 @@ import (
 // default quota, max(1, NumCPU-1) CPUs. Measured on the 2-CPU hybrid test
 // VM (baselines: true p95 2-6 ms, python3 median 15 ms, ps -e max 15-35 ms):
 //
-//	                 before (quota 200 %, shares 1024,   after (quota 100 %, weight 20,
+//	                 before (quota 200 %, shares 1024,   after (quota 100 %, weight 20 (*),
 //	                 no RLIMIT_NPROC)                    RLIMIT_NPROC = TasksMax)
 //	host forkbomb    ps -e killed at 5 s (2 of 2 runs),  ps -e median 90 ms, max 135 ms;
 //	                 a python3 run killed at 5 s         true p95 6.5 ms; python3 median 18 ms
@@ -39,6 +39,10 @@ import (
 //	                 true run killed at 5 s              true p95 14 ms; python3 median 19 ms
 //	host cpuburn     ps -e max 46 ms; 1.30 CPUs used     ps -e max 29 ms; 0.88 CPUs used
 //	box cpuburn      ps -e max 83 ms; 1.12 CPUs used     ps -e max 114 ms; 0.67 CPUs used
+//
+// (*) the weight first chosen; the default is a service's (100) now,
+// since 20 made ps -e wait 24-42 s with the host's own CPUs busy
+// (docs/sandbox.md, "Host cost").
 //
 // A control makes sure the attack ran: its sandbox used at least a
 // quarter of a CPU while it was measured (its cgroup's own CPU time,

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -283,4 +286,65 @@ func Judge(before, during, after HostLoad, b Bounds) error {
 		return fmt.Errorf("%w: after the attack as during it (%v): %s", ErrBusyHost, err, after)
 	}
 	return err
+}
+
+// AttackRun is what HostUnderAttack measured: the host before, during and
+// after an attack, and how busy the host's CPUs were meanwhile (a control
+// that the attack ran, for attacks whose sandbox the test cannot see).
+type AttackRun struct {
+	Before, During, After HostLoad
+	// BusyCPUs is how many of the host's CPUs were busy, on average,
+	// while During was measured (/proc/stat).
+	BusyCPUs float64
+}
+
+// HostUnderAttack measures the host for 3 s, calls start (which starts
+// the attack and returns at once), waits ramp, measures for dur, calls
+// wait (which returns once the attack ended) and measures 2 s more.
+// Judge(r.Before, r.During, r.After, ...) says what it shows.
+func HostUnderAttack(ctx context.Context, ramp, dur time.Duration, start, wait func()) (AttackRun, error) {
+	var r AttackRun
+	var err error
+	if r.Before, err = MeasureHost(ctx, ProbeOptions{Duration: 3 * time.Second}); err != nil {
+		return r, fmt.Errorf("before the attack: %w", err)
+	}
+	start()
+	time.Sleep(ramp)
+	b0, t0, err := cpuTicks()
+	if err != nil {
+		return r, err
+	}
+	r.During, err = MeasureHost(ctx, ProbeOptions{Duration: dur})
+	b1, t1, _ := cpuTicks()
+	wait()
+	if err != nil {
+		return r, fmt.Errorf("during the attack: %w", err)
+	}
+	if t1 > t0 {
+		r.BusyCPUs = float64(b1-b0) / float64(t1-t0) * float64(runtime.NumCPU())
+	}
+	if r.After, err = MeasureHost(ctx, ProbeOptions{Duration: 2 * time.Second}); err != nil {
+		return r, fmt.Errorf("after the attack: %w", err)
+	}
+	return r, nil
+}
+
+// cpuTicks is the host's busy and total CPU time from /proc/stat, in ticks.
+func cpuTicks() (busy, total int64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: no cpu line")
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total, nil
 }
