@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"testing"
 	"time"
 )
 
@@ -347,4 +349,21 @@ func cpuTicks() (busy, total int64, err error) {
 		}
 	}
 	return busy, total, nil
+}
+
+// LockHostLoad takes a lock, host-wide, for a test that measures the
+// host under an attack, until the test ends: go test runs packages in
+// parallel, and two such tests at once would each measure the other's
+// attack too.
+func LockHostLoad(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "soda-test-hostload.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("the host-load lock: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("the host-load lock: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
 }

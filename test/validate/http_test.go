@@ -564,10 +564,10 @@ func TestCleanupFailurePoisons(t *testing.T) {
 	tmp := filepath.Join(state, "shellcheck", "tmp")
 	var home string
 	for deadline := time.Now().Add(10 * time.Second); home == ""; {
-		if ents, _ := os.ReadDir(tmp); len(ents) == 1 {
-			home = filepath.Join(tmp, ents[0].Name())
+		if dirs := homeDirs(tmp); len(dirs) == 1 {
+			home = filepath.Join(tmp, dirs[0])
 		} else if time.Now().After(deadline) {
-			t.Fatalf("no spare sandbox's home in %s: %v", tmp, ents)
+			t.Fatalf("no spare sandbox's home in %s: %v", tmp, dirs)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -838,8 +838,8 @@ func TestNotifyReadyAndWatchdog(t *testing.T) {
 	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
 		t.Errorf("READY=1 before the predecessor's home was removed (%v)", err)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(state, "sh", "tmp")); len(ents) != 1 {
-		t.Errorf("READY=1 with %d homes in the owner directory, want the first call's sandbox's", len(ents))
+	if dirs := homeDirs(filepath.Join(state, "sh", "tmp")); len(dirs) != 1 {
+		t.Errorf("READY=1 with homes %v in the owner directory, want the first call's sandbox's", dirs)
 	}
 	tok, _ := os.ReadFile(filepath.Join(state, "sh", "token"))
 	req, _ := http.NewRequest("GET", "http://"+addr+"/ready", nil)
@@ -870,4 +870,18 @@ func TestNotifyReadyAndWatchdog(t *testing.T) {
 			break
 		}
 	}
+}
+
+// homeDirs lists the sandbox homes in an owner directory: its
+// directories (each home has a lock file beside it, home-X.lock, held
+// while its sandbox lives).
+func homeDirs(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
