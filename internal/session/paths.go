@@ -22,7 +22,8 @@ var windowsDevices = map[string]bool{"CON": true, "PRN": true, "AUX": true, "NUL
 	"LPT1": true, "LPT2": true, "LPT3": true, "LPT4": true, "LPT5": true, "LPT6": true, "LPT7": true, "LPT8": true, "LPT9": true}
 
 // CheckPath checks that p is a portable relative path inside the
-// workspace: UTF-8, no NUL or control characters, no backslash, not
+// workspace: UTF-8, no NUL or control characters (C0 or C1), no
+// bidirectional formatting characters, no backslash, not
 // absolute, no empty, "." or ".." segment, no device name, segments of
 // at most 255 bytes, at most 4096 bytes in all. The error names p.
 func CheckPath(p string) error {
@@ -40,8 +41,11 @@ func CheckPath(p string) error {
 		return bad("holds a backslash")
 	}
 	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
+		switch {
+		case r < 0x20 || r == 0x7f:
 			return bad("holds a NUL or control character")
+		case hidden(r):
+			return bad(fmt.Sprintf("holds U+%04X, a control or bidirectional formatting character that hides what the name says", r))
 		}
 	}
 	for _, seg := range strings.Split(p, "/") {
@@ -62,4 +66,19 @@ func CheckPath(p string) error {
 		return bad("not in clean form")
 	}
 	return nil
+}
+
+// hidden reports whether r is a C1 control character or a bidirectional
+// formatting character: in a name, each makes what a reader sees differ
+// from what the name is (a diff's reviewer, a validator's verdict).
+func hidden(r rune) bool {
+	switch {
+	case r >= 0x80 && r <= 0x9f: // C1 controls
+		return true
+	case r >= 0x202a && r <= 0x202e: // LRE RLE PDF LRO RLO
+		return true
+	case r >= 0x2066 && r <= 0x2069: // LRI RLI FSI PDI
+		return true
+	}
+	return r == 0x200e || r == 0x200f || r == 0x061c // LRM RLM ALM
 }

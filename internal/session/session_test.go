@@ -37,6 +37,11 @@ func TestCheckPath(t *testing.T) {
 		{strings.Repeat("a", 256), "segment longer"},
 		{strings.Repeat("a/", 2049) + "b", "longer than"},
 		{"\xff", "UTF-8"},
+		{"a\u0085b", "U+0085"},
+		{"evil\u202egnp.sh", "U+202E"},
+		{"x\u2066y", "bidirectional"},
+		{"\u200fname", "U+200F"},
+		{"naïve/ü.txt", ""},
 	}
 	for _, tc := range tests {
 		err := CheckPath(tc.path)

@@ -70,11 +70,6 @@ func CheckFiles(k *Kind, files []File) error {
 		if strings.IndexByte(f.Content, 0) >= 0 {
 			return refuse("%s: holds a NUL byte", f.Path)
 		}
-		for _, r := range f.Path {
-			if hidden(r) {
-				return refuse("path %q: holds U+%04X, a control or bidirectional formatting character that hides what the name says", f.Path, r)
-			}
-		}
 		low := fold(f.Path)
 		for other, orig := range folded {
 			if other == low || strings.HasPrefix(other, low+"/") || strings.HasPrefix(low, other+"/") {
@@ -87,21 +82,6 @@ func CheckFiles(k *Kind, files []File) error {
 		}
 	}
 	return nil
-}
-
-// hidden reports whether r is a C1 control character or a bidirectional
-// formatting character: in a name, each makes what a reader sees differ
-// from what the name is (C0 controls are session.CheckPath's).
-func hidden(r rune) bool {
-	switch {
-	case r >= 0x80 && r <= 0x9f: // C1 controls
-		return true
-	case r >= 0x202a && r <= 0x202e: // LRE RLE PDF LRO RLO
-		return true
-	case r >= 0x2066 && r <= 0x2069: // LRI RLI FSI PDI
-		return true
-	}
-	return r == 0x200e || r == 0x200f || r == 0x061c // LRM RLM ALM
 }
 
 // fold is s with every rune replaced by the smallest rune of its Unicode
