@@ -212,11 +212,19 @@ func waitInit(t *testing.T, pid int, stderr *testkit.Buffer) int {
 // (init and its descendants as they were) are gone.
 func killed(t *testing.T, cmd *exec.Cmd, init int) {
 	t.Helper()
+	killedBy(t, cmd, init, func() { _ = cmd.Wait() })
+}
+
+// killedBy is killed for a cmd that reap, not the test, waits for (the
+// go-sdk's CommandTransport waits for its command itself: two Waits on
+// one Cmd race).
+func killedBy(t *testing.T, cmd *exec.Cmd, init int, reap func()) {
+	t.Helper()
 	procs := append([]int{init}, testkit.Descendants(init)...)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
+	reap()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		alive := slices.DeleteFunc(slices.Clone(procs), func(p int) bool { return !testkit.Alive(p) })
 		if len(alive) == 0 {
@@ -377,7 +385,7 @@ func TestKilledSessionServerIsSwept(t *testing.T) {
 	}
 	init := waitInit(t, cmd.Process.Pid, stderr)
 	l := record(t, cmd.Process.Pid, init, homes)
-	killed(t, cmd, init)
+	killedBy(t, cmd, init, func() { cs.Close() })
 	there := l.stillThere()
 
 	_, _, ferr := start() // closed (stdin, then a wait) at the end: it leaves nothing
