@@ -412,13 +412,15 @@ func TestNothingOutlivesTheCall(t *testing.T) {
 	cs, _ := server(t)
 	r, _ := must(t, cs, "sandbox_create", map[string]any{"files": []any{file("a.txt", "base\n")}})
 	id := r.SandboxID
-	must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": `(sleep 2; echo changed > a.txt) &
-setsid sh -c 'sleep 2; echo setsid > b.txt' &
-nohup sh -c 'sleep 2; echo nohup > c.txt' >/dev/null 2>&1 &
-sh -c '(trap "" TERM; sleep 2; echo double > d.txt) &' &
+	// Their output goes elsewhere, so that the call does not wait for
+	// them on its pipes.
+	must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": `(sleep 3; echo changed > a.txt) >/dev/null 2>&1 &
+setsid sh -c 'sleep 3; echo setsid > b.txt' >/dev/null 2>&1 &
+nohup sh -c 'sleep 3; echo nohup > c.txt' >/dev/null 2>&1 &
+sh -c '(trap "" TERM; sleep 3; echo double > d.txt) &' >/dev/null 2>&1 &
 echo started`})
 	must(t, cs, "sandbox_reset", map[string]any{"sandbox_id": id})
-	time.Sleep(3 * time.Second)
+	time.Sleep(4 * time.Second)
 	r, _ = must(t, cs, "sandbox_diff", map[string]any{"sandbox_id": id})
 	if len(r.Diff.Changes) != 0 {
 		t.Errorf("the workspace changed after the call that started it returned: %+v", r.Diff.Changes)
