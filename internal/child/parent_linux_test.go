@@ -229,8 +229,18 @@ func TestCgroup1Parent(t *testing.T) {
 		}
 	}
 
-	// An operator's quota stays; a group's above it is capped to it.
-	writeFile(t, filepath.Join(cpuParent, "cpu.cfs_quota_us"), "50000")
+	// An operator's quota stays; a group's above it is capped to it. (The
+	// kernel refuses a parent's quota below a child's, and counts a
+	// removed child for a little while: retry.)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := os.WriteFile(filepath.Join(cpuParent, "cpu.cfs_quota_us"), []byte("50000"), 0)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lower the parent's quota below its removed group's: %v", err)
+		}
+	}
 	p2, err := newCgroup1Placer(prefix, limits, Parent{Name: name, CPUQuota: 150})
 	if err != nil {
 		t.Fatal(err)
