@@ -161,6 +161,16 @@ func exitCounters(path string) string {
 // one. Measured by hand on the 2-CPU hybrid test VM with 3 bombs in 3
 // sandboxes of their own v1 cgroups: ps -e 27.8-29.9 s and a host true
 // 10.2 s; moved into one cgroup of one CPU: ps -e median 8 ms, max 341 ms.
+// This test there (baselines: ps -e max 16-19 ms, python3 median 12-14 ms):
+//
+//	       before (no common parent; the slice     after (soda-sandbox.slice, 100 %)
+//	       without CPUQuota=)
+//	host   the bombs' commands did not end within   ps -e median 276 ms, max 487 ms;
+//	       a minute of DIR/stop: the host stalled   true p95 5.4 ms; python3 median 18 ms;
+//	                                                0.89 CPUs together
+//	box    ps -e 2 of 2 runs killed at 5 s, one     ps -e median 379 ms, max 538 ms;
+//	       python3 too; 8 s of probes took 1m59s    true p95 16 ms; python3 median 18 ms;
+//	                                                0.92 CPUs together
 //
 // Controls: every bomb ran (it filled at least half of its task limit and
 // used CPU), and together they used at least half a CPU; the test then
