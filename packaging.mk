@@ -6,8 +6,9 @@
 #   make packages        both
 #   make check-packages  both, then check they hold the same files (rpm(8)
 #                        is installed from apt when missing)
-#   make check-units     systemd-analyze verify on every unit, and the
-#                        offline security rating of the service (<= 2.5)
+#   make check-units     systemd-analyze verify on every unit (and on
+#                        soda-sandbox.slice with soda-generator's drop-in),
+#                        and the offline security rating of the service (<= 2.5)
 
 SODA_VERSION ?= 0.1.0
 export SODA_VERSION
@@ -67,16 +68,22 @@ check-packages: $(DEB) $(RPM)
 # (systemd-analyze security, offline; 25 means 2.5).
 SYSTEMD_UNIT_DIR   ?= /lib/systemd/system
 SECURITY_THRESHOLD ?= 25
-check-units: bin/soda-mcpd bin/sodad $(PKG_MANS)
+check-units: bin/soda-mcpd bin/sodad bin/soda-generator $(PKG_MANS)
 	@command -v systemd-analyze >/dev/null || { echo "check-units: systemd-analyze missing (apt-get install systemd)" >&2; exit 1; }
 	@root=$$(mktemp -d) && trap 'rm -rf "$$root"' EXIT && \
-	mkdir -p "$$root/usr/lib/systemd/system" "$$root/usr/bin" && \
+	mkdir -p "$$root/usr/lib/systemd/system" "$$root/usr/bin" "$$root/gen" "$$root/etc-systemd" && \
 	cp -r $(SYSTEMD_UNIT_DIR)/. "$$root/usr/lib/systemd/system/" && \
 	cp units/* "$$root/usr/lib/systemd/system/" && cp bin/soda-mcpd bin/sodad "$$root/usr/bin/" && \
+	SODA_CONFIG_DIR="$$root/gen" SODA_VALIDATE_DIR="$$root/gen" SODA_SYSTEMD_ETC_DIR="$$root/etc-systemd" SYSTEMD_SCOPE=system \
+		bin/soda-generator "$$root/gen" && \
+	test -f "$$root/gen/soda-sandbox.slice.d/00-soda-cpu-quota.conf" && \
+	cp -r "$$root/gen/soda-sandbox.slice.d" "$$root/usr/lib/systemd/system/" && \
 	for f in $(PKG_MANS); do b=$$(basename $$f .gz); d="$$root/usr/share/man/man$${b##*.}"; \
 		mkdir -p "$$d" && cp $$f "$$d/" || exit 1; done && \
 	MANPATH="$$root/usr/share/man" systemd-analyze verify --root="$$root" \
 		soda-mcp@check.socket soda-mcp@check.service soda-mcp.slice soda-sandbox.slice soda.slice sodad.service && \
+	{ out=$$(MANPATH="$$root/usr/share/man" systemd-analyze verify --root="$$root" soda-sandbox.slice 2>&1); \
+	  [ -z "$$out" ] || { echo "check-units: soda-sandbox.slice with soda-generator's drop-in:"; echo "$$out"; exit 1; }; } && \
 	echo "check-units: systemd-analyze verify passed" && \
 	{ out=$$(systemd-analyze security --offline=yes --root="$$root" --threshold=$(SECURITY_THRESHOLD) \
 		--no-pager soda-mcp@check.service 2>&1); rc=$$?; echo "$$out" | tail -n 1; \

@@ -1,12 +1,16 @@
 // Command soda-generator is a systemd generator (systemd.generator(7)): at
 // boot and on daemon-reload it turns /etc/soda/mcp/NAME.conf into the listen
-// drop-in and enablement of soda-mcp@NAME.socket. Problems go to the kernel
-// log and never fail the boot. See soda-generator(8).
+// drop-in and enablement of soda-mcp@NAME.socket, and gives
+// soda-sandbox.slice the sandboxes' collective CPU quota from the host's
+// CPU count; installed as a user generator as well, it gives each user's
+// soda-sandbox.slice the same (and writes nothing else). Problems go to
+// the kernel log and never fail the boot. See soda-generator(8).
 package main
 
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/generator"
@@ -21,10 +25,17 @@ func main() {
 	if validateDir == "" {
 		validateDir = "/etc/soda/validate"
 	}
+	etcDir := os.Getenv("SODA_SYSTEMD_ETC_DIR") // for tests
+	if etcDir == "" {
+		etcDir = "/etc/systemd"
+	}
 	os.Exit(generator.Command{
 		ConfigDir:    confDir,
 		ValidateDir:  validateDir,
 		TemplateUnit: "/usr/lib/systemd/system/soda-mcp@.socket",
+		NumCPU:       runtime.NumCPU(),
+		User:         generator.UserManager(os.Getenv("SYSTEMD_SCOPE"), os.Args[0]),
+		EtcDir:       etcDir,
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
 		Log:          kmsgLogger(),

@@ -40,6 +40,10 @@ type cgroup1Placer struct {
 	limits Limits
 	memsw  bool          // memory.memsw.* exists: swap is limited too
 	v2     *cgroupPlacer // nil: no writable v2 tree; kill by signalling cgroup.procs
+	// ceilQuota over ceilPeriod is the CPU quota of the nearest cgroup
+	// with one at or above where groups are made (the parent's); the
+	// kernel refuses a group's above it (-1: none).
+	ceilQuota, ceilPeriod int64
 }
 
 // NewCgroup1Placer returns a placer that puts each child in its own
@@ -57,18 +61,26 @@ type cgroup1Placer struct {
 // hierarchies list until none is left. It needs write access to the v1
 // hierarchies (root, in practice) and returns an error saying why it
 // cannot be used otherwise.
-func NewCgroup1Placer(prefix string, limits Limits) (Placer, error) {
-	return newCgroup1Placer(prefix, limits)
+//
+// With a parent, the directories are made in it (in each hierarchy used,
+// and in the v2 tree): see Parent.
+func NewCgroup1Placer(prefix string, limits Limits, parent Parent) (Placer, error) {
+	return newCgroup1Placer(prefix, limits, parent)
 }
 
-func newCgroup1Placer(prefix string, limits Limits) (*cgroup1Placer, error) {
+func newCgroup1Placer(prefix string, limits Limits, parent Parent) (*cgroup1Placer, error) {
+	if err := parent.check(prefix); err != nil {
+		return nil, err
+	}
 	own, _, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
 	if err != nil {
 		return nil, fmt.Errorf("read /proc/self/cgroup: %w", err)
 	}
 	p := &cgroup1Placer{mounts: map[cgroup1.Name]string{}, own: map[cgroup1.Name]string{}, base: map[cgroup1.Name]string{},
 		prefix: prefix, limits: limits}
-	p.v2 = killOnlyV2(prefix)
+	if p.v2, err = killOnlyV2(prefix, parent); err != nil {
+		return nil, err
+	}
 	mi, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("read mountinfo: %w", err)
@@ -105,6 +117,15 @@ func newCgroup1Placer(prefix string, limits Limits) (*cgroup1Placer, error) {
 			return nil, fmt.Errorf("cgroup v1 %s %s is not writable: %w", c, dir, err)
 		}
 		p.mounts[c], p.own[c], p.base[c] = mount, own[string(c)], base
+		if parent.Name != "" {
+			if err := makeV1Parent(filepath.Join(dir, parent.Name), c == cgroup1.Cpu, parent.CPUQuota); err != nil {
+				return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+			}
+			p.own[c], p.base[c] = filepath.Join(p.own[c], parent.Name), filepath.Join(base, parent.Name)
+		}
+		if c == cgroup1.Cpu {
+			p.ceilQuota, p.ceilPeriod = v1QuotaCeiling(filepath.Join(mount, p.base[c]), mount)
+		}
 	}
 	if len(p.mounts) == 0 && p.v2 == nil {
 		return nil, errors.New("no cgroup v1 memory, pids or cpu hierarchy")
@@ -134,25 +155,34 @@ func (p *cgroup1Placer) wanted() []cgroup1.Name {
 }
 
 // killOnlyV2 returns a placer of v2 directories with no controllers, to
-// clone into and kill by, or nil when the v2 tree is not writable. Unlike
-// newCgroupPlacer it makes no probe directory: access(2) tells, cheaper.
-func killOnlyV2(prefix string) *cgroupPlacer {
+// clone into and kill by (in parent, if named), or nil when the v2 tree
+// is not writable. Unlike newCgroupPlacer it makes no probe directory:
+// access(2) tells, cheaper. It fails only when it cannot make the parent.
+func killOnlyV2(prefix string, parent Parent) (*cgroupPlacer, error) {
 	mount, err := cgroup2Mount()
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	own, err := ownCgroup2Path()
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	dir := filepath.Join(mount, own)
 	if unix.Access(dir, unix.W_OK) != nil {
-		return nil
+		return nil, nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil && own != "/" {
-		return nil
+		return nil, nil
 	}
-	return &cgroupPlacer{mount: mount, base: own, prefix: prefix}
+	p := &cgroupPlacer{mount: mount, base: own, prefix: prefix}
+	if parent.Name != "" {
+		// No controllers here: the v1 hierarchies hold the limits.
+		if err := makeParentDir(filepath.Join(dir, parent.Name)); err != nil {
+			return nil, err
+		}
+		p.base = filepath.Join(own, parent.Name)
+	}
+	return p, nil
 }
 
 // v1Mount is where a v1 hierarchy is mounted and which of its cgroups is
@@ -231,7 +261,7 @@ func (p *cgroup1Placer) resources() *specs.LinuxResources {
 		}
 		if p.limits.CPUQuota > 0 {
 			period := uint64(cpuPeriodUSec)
-			quota := int64(p.limits.CPUQuota * cpuPeriodUSec / 100)
+			quota := clampQuota(int64(p.limits.CPUQuota*cpuPeriodUSec/100), p.ceilQuota, p.ceilPeriod)
 			r.CPU.Period, r.CPU.Quota = &period, &quota
 		}
 	}

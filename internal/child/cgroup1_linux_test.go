@@ -19,7 +19,7 @@ import (
 // saying why this host has none.
 func newTestCgroup1Placer(t *testing.T, prefix string) *cgroup1Placer {
 	t.Helper()
-	p, err := newCgroup1Placer(prefix, Limits{MemoryMax: 256 << 20, TasksMax: 50, CPUQuota: 30, CPUWeight: 100})
+	p, err := newCgroup1Placer(prefix, Limits{MemoryMax: 256 << 20, TasksMax: 50, CPUQuota: 30, CPUWeight: 100}, Parent{})
 	if err != nil {
 		t.Skipf("SKIP: no writable cgroup v1 hierarchies here: %v", err)
 	}

@@ -37,7 +37,7 @@ type Limits struct {
 // process group per child. It logs one line that says which, and which
 // limits can be enforced.
 func NewPlacer(log *slog.Logger, prefix string, limits Limits) Placer {
-	cp, err := newCgroupPlacer(prefix, limits)
+	cp, err := newCgroupPlacer(prefix, limits, Parent{})
 	if err != nil {
 		log.Warn("child isolation: process groups only (no cgroup v2 subtree): limits are not enforced and a child that leaves its process group cannot be tracked",
 			"mode", "process-group", "reason", err.Error())
@@ -52,11 +52,13 @@ func NewPlacer(log *slog.Logger, prefix string, limits Limits) Placer {
 }
 
 // NewCgroupPlacer returns a placer that creates one cgroup v2 directory per
-// child below the caller's own cgroup, or an error saying why it cannot
-// (no cgroup2 mount, the cgroup is not writable). Unlike NewPlacer it never
-// falls back to process groups; callers that must fail closed use it.
-func NewCgroupPlacer(prefix string, limits Limits) (Placer, error) {
-	return newCgroupPlacer(prefix, limits)
+// child below the caller's own cgroup (in parent there, when it is named),
+// or an error saying why it cannot (no cgroup2 mount, the cgroup is not
+// writable, the parent cannot be made or given its quota). Unlike
+// NewPlacer it never falls back to process groups; callers that must fail
+// closed use it.
+func NewCgroupPlacer(prefix string, limits Limits, parent Parent) (Placer, error) {
+	return newCgroupPlacer(prefix, limits, parent)
 }
 
 // NewProcessGroupPlacer returns the placer of last resort: each child in
@@ -174,7 +176,10 @@ type cgroupPlacer struct {
 	available []string // controllers enabled for base's children
 }
 
-func newCgroupPlacer(prefix string, limits Limits) (*cgroupPlacer, error) {
+func newCgroupPlacer(prefix string, limits Limits, parent Parent) (*cgroupPlacer, error) {
+	if err := parent.check(prefix); err != nil {
+		return nil, err
+	}
 	mount, err := cgroup2Mount()
 	if err != nil {
 		return nil, err
@@ -197,6 +202,13 @@ func newCgroupPlacer(prefix string, limits Limits) (*cgroupPlacer, error) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control")); err == nil {
 		p.available = strings.Fields(string(b))
+	}
+	if parent.Name != "" {
+		handed, err := makeV2Parent(filepath.Join(dir, parent.Name), p.available, parent.CPUQuota)
+		if err != nil {
+			return nil, err
+		}
+		p.base, p.available = filepath.Join(own, parent.Name), handed
 	}
 	return p, nil
 }

@@ -54,7 +54,7 @@ func fakeParent() int {
 		}
 		placer = p
 	default:
-		p, err := NewCgroupPlacer("soda-suptest", Limits{})
+		p, err := NewCgroupPlacer("soda-suptest", Limits{}, Parent{})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -122,7 +122,7 @@ func sleepers(marks [3]string) []int {
 
 func requireCgroupPlacer(t *testing.T) {
 	t.Helper()
-	if _, err := NewCgroupPlacer("soda-suptest", Limits{}); err != nil {
+	if _, err := NewCgroupPlacer("soda-suptest", Limits{}, Parent{}); err != nil {
 		t.Skipf("needs a writable cgroup v2 subtree: %v", err)
 	}
 }
@@ -366,7 +366,7 @@ func TestSupervisedLeastPrivilege(t *testing.T) {
 		t.Skip(err)
 	}
 	nobody := &Identity{Name: "nobody", UID: 65534, GID: 65534}
-	placer, err := NewCgroupPlacer("soda-suptest", Limits{})
+	placer, err := NewCgroupPlacer("soda-suptest", Limits{}, Parent{})
 	if err != nil {
 		t.Fatal(err)
 	}

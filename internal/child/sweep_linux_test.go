@@ -13,7 +13,7 @@ import (
 // older than the minimum age go; a populated one (a live sibling), a fresh
 // one (a sibling about to clone into it) and another prefix's stay.
 func TestSweep(t *testing.T) {
-	p, err := newCgroupPlacer("soda-sweeptest", Limits{})
+	p, err := newCgroupPlacer("soda-sweeptest", Limits{}, Parent{})
 	if err != nil {
 		t.Skipf("no writable cgroup v2 subtree here: %v", err)
 	}

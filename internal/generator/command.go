@@ -19,6 +19,11 @@ one. For each /etc/soda/mcp/NAME.conf it writes into NORMAL-DIR the drop-in
 soda-mcp@NAME.socket.d/50-listen.conf (ListenStream= from Listen=) and, with
 StartOnBoot=yes, the link sockets.target.wants/soda-mcp@NAME.socket.
 Problems with a configuration go to the kernel log and never fail the boot.
+For the system's manager, and for users' (as a user generator, where it
+writes nothing else), it writes soda-sandbox.slice.d/00-soda-cpu-quota.conf:
+all sandboxes together get one CPU less than the host has (CPUQuota=),
+unless a drop-in in /etc/systemd/system/soda-sandbox.slice.d
+(/etc/systemd/user/... for users' managers) sets CPUQuota= itself.
 
 See soda-generator(8).
 `
@@ -31,6 +36,15 @@ type Command struct {
 	TemplateUnit string
 	// ValidateDir holds the validation workers' KIND.conf ("": none).
 	ValidateDir string
+	// NumCPU is the host's CPU count, for soda-sandbox.slice's drop-in.
+	NumCPU int
+	// User says a user's manager runs the generator (UserManager): only
+	// the slice's drop-in is written.
+	User bool
+	// EtcDir is the administrator's systemd directory (/etc/systemd):
+	// a drop-in in its system (or user) /soda-sandbox.slice.d that sets
+	// CPUQuota= wins over soda's ("": none is looked for).
+	EtcDir string
 	// Stdout and Stderr receive help and usage errors.
 	Stdout, Stderr io.Writer
 	// Log receives the problems found while generating.
@@ -57,7 +71,17 @@ func (c Command) Run(args []string) int {
 		fmt.Fprintf(c.Stderr, "soda-generator: %v\nRun 'soda-generator --help' for usage.\n", err)
 		return 2
 	}
-	if _, err := Generate(Options{ConfigDir: c.ConfigDir, OutputDir: args[0], TemplateUnit: c.TemplateUnit, ValidateDir: c.ValidateDir}, c.Log); err != nil {
+	admin := ""
+	if c.EtcDir != "" {
+		manager := "system"
+		if c.User {
+			manager = "user"
+		}
+		admin = filepath.Join(c.EtcDir, manager, "soda-sandbox.slice.d")
+	}
+	opts := Options{ConfigDir: c.ConfigDir, OutputDir: args[0], TemplateUnit: c.TemplateUnit, ValidateDir: c.ValidateDir,
+		NumCPU: c.NumCPU, User: c.User, SliceAdminDir: admin}
+	if _, err := Generate(opts, c.Log); err != nil {
 		c.Log("%v", err)
 		return 1
 	}
@@ -79,4 +103,18 @@ func checkDirs(args []string) error {
 		}
 	}
 	return nil
+}
+
+// UserManager says whether a user's service manager runs the generator:
+// from systemd's $SYSTEMD_SCOPE (systemScope, "system" or "user", set for
+// generators since systemd 251) or, without it, from the directory of the
+// path it was run as (argv0): user-generators.
+func UserManager(systemScope, argv0 string) bool {
+	switch systemScope {
+	case "user":
+		return true
+	case "system":
+		return false
+	}
+	return filepath.Base(filepath.Dir(argv0)) == "user-generators"
 }

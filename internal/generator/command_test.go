@@ -61,3 +61,51 @@ func TestCommandArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestUserManager: systemd says which manager runs a generator in
+// $SYSTEMD_SCOPE (251+); without it, the directory it was run from does.
+func TestUserManager(t *testing.T) {
+	for _, tt := range []struct {
+		scope, argv0 string
+		want         bool
+	}{
+		{"system", "/usr/lib/systemd/system-generators/soda-generator", false},
+		{"user", "/usr/lib/systemd/user-generators/soda-generator", true},
+		{"user", "/usr/lib/systemd/system-generators/soda-generator", true},
+		{"system", "/usr/lib/systemd/user-generators/soda-generator", false},
+		{"", "/usr/lib/systemd/user-generators/soda-generator", true},
+		{"", "/etc/systemd/user-generators/soda-generator", true},
+		{"", "/usr/lib/systemd/system-generators/soda-generator", false},
+		{"", "soda-generator", false},
+		{"", "./bin/soda-generator", false},
+	} {
+		if got := UserManager(tt.scope, tt.argv0); got != tt.want {
+			t.Errorf("UserManager(%q, %q) = %v, want %v", tt.scope, tt.argv0, got, tt.want)
+		}
+	}
+}
+
+// TestCommandSandboxSlice: the command writes the slice drop-in for the
+// CPU count it is given, and for a user's manager nothing else.
+func TestCommandSandboxSlice(t *testing.T) {
+	conf := t.TempDir()
+	if err := os.WriteFile(filepath.Join(conf, "jira.conf"), []byte("[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []bool{false, true} {
+		out := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		code := Command{ConfigDir: conf, TemplateUnit: "/x", NumCPU: 3, User: user, EtcDir: t.TempDir(), Stdout: &stdout, Stderr: &stderr,
+			Log: func(string, ...any) {}}.Run([]string{out})
+		if code != 0 {
+			t.Fatalf("user=%v: exit %d: %s", user, code, stderr.String())
+		}
+		b, err := os.ReadFile(filepath.Join(out, "soda-sandbox.slice.d", SandboxSliceDropInName))
+		if err != nil || !strings.Contains(string(b), "CPUQuota=200%") {
+			t.Errorf("user=%v: slice drop-in %q, %v; want CPUQuota=200%%", user, b, err)
+		}
+		if _, err := os.Stat(filepath.Join(out, "soda-mcp@jira.socket.d")); user == (err == nil) {
+			t.Errorf("user=%v: soda-mcp@jira.socket.d: %v", user, err)
+		}
+	}
+}

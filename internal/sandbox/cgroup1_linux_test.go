@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,10 +25,10 @@ func requireCgroup1(t *testing.T) {
 		t.Skip("SKIP: systemd is the service manager here: the sandbox gets a transient scope (test/sandbox)")
 	}
 	l := child.Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50}
-	if p, err := child.NewCgroupPlacer("soda-sandbox", l); err == nil && len(p.Unenforced()) == 0 {
+	if p, err := child.NewCgroupPlacer("soda-sandbox", l, sandboxParent(runtime.NumCPU())); err == nil && len(p.Unenforced()) == 0 {
 		t.Skip("SKIP: the cgroup v2 tree here enforces every limit: the v1 hierarchies are not used")
 	}
-	p, err := child.NewCgroup1Placer("soda-sandbox", l)
+	p, err := child.NewCgroup1Placer("soda-sandbox", l, sandboxParent(runtime.NumCPU()))
 	if err != nil {
 		t.Skipf("SKIP: no usable cgroup v1 hierarchies here: %v", err)
 	}

@@ -163,7 +163,9 @@ func (e *Linux) hostAddrs(log *slog.Logger) egress.LocalAddrs {
 // touched, see child.ScopePlacer.SweepLeftovers); without, the cgroup
 // directories the engine made itself, in every hierarchy mounted (the v2
 // tree and each v1 one, the memory hierarchy's below any process's own
-// cgroup too; see child.SweepGroups: a live owner's are never touched,
+// cgroup too, in SandboxParent, which itself is never removed: its name
+// does not start with soda-sandbox-; see child.SweepGroups: a live
+// owner's are never touched,
 // those without an owner lock only when empty and older than a sibling's
 // between its creation and its clone); and either way the homes of
 // killed owners in the engine's state directory (NewHome, and sodactl

@@ -2,9 +2,25 @@ package sandbox
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/soda-project/soda/internal/child"
 )
+
+// SandboxParent is the cgroup directory that holds every sandbox's
+// directory when soda makes them itself (no systemd): below the caller's
+// own cgroup in each hierarchy, as systemd's soda-sandbox.slice holds
+// their scopes. Its name cannot match the sweep's soda-sandbox- prefix.
+const SandboxParent = "soda-sandbox.slice"
+
+// sandboxParent is the parent of the sandboxes' cgroups on a host of ncpu
+// CPUs: SandboxParent, with a collective CPU quota of the host's CPUs but
+// one, as each sandbox's own by default (DefaultCPUPercent). It is
+// written where the parent has no quota yet; one set already, by an
+// operator, stays (child.Parent).
+func sandboxParent(ncpu int) child.Parent {
+	return child.Parent{Name: SandboxParent, CPUQuota: DefaultCPUPercent(ncpu)}
+}
 
 // hostPlacer picks the sandbox's cgroup when systemd does not make it: a
 // cgroup v2 directory below our own when that can enforce every limit;
@@ -14,15 +30,19 @@ import (
 // newGroup refuses, naming what it cannot enforce. An unprivileged caller
 // cannot write the v1 hierarchies, and nothing delegates them: it keeps
 // the refusal.
+//
+// Either way the directories are made in SandboxParent, which all the
+// host's sandboxes share (sandboxParent).
 func (sb *Sandbox) hostPlacer(root bool, limits child.Limits) (child.Placer, error) {
-	v2, err := child.NewCgroupPlacer("soda-sandbox", limits)
+	parent := sandboxParent(runtime.NumCPU())
+	v2, err := child.NewCgroupPlacer("soda-sandbox", limits, parent)
 	if err == nil && len(v2.Unenforced()) == 0 {
 		return v2, nil
 	}
 	if !root {
 		return v2, err
 	}
-	v1, err1 := child.NewCgroup1Placer("soda-sandbox", limits)
+	v1, err1 := child.NewCgroup1Placer("soda-sandbox", limits, parent)
 	if err1 != nil {
 		sb.log.Debug("no cgroup v1 placement", "err", err1)
 		if err != nil {

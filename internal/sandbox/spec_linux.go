@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/hostcpu"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
@@ -136,8 +137,10 @@ const DefaultCPUWeight = 100
 // otherwise, for a host of ncpu CPUs: 100 × max(1, ncpu−1) percent, one
 // CPU less than the host has. A sandbox that keeps every CPU busy (a fork
 // bomb, a runaway build) then still leaves the host a CPU of its own: the
-// cgroup is throttled before the host's processes wait on it.
-func DefaultCPUPercent(ncpu int) uint64 { return 100 * uint64(max(1, ncpu-1)) }
+// cgroup is throttled before the host's processes wait on it. It is the
+// quota of all the host's sandboxes together as well (SandboxParent;
+// soda-sandbox.slice, from soda-generator): hostcpu.SandboxPercent.
+func DefaultCPUPercent(ncpu int) uint64 { return hostcpu.SandboxPercent(ncpu) }
 
 // InodeBytes is how many bytes of a private tmpfs (home, /tmp) allow one
 // inode: 131,072 files in 1 GiB, plenty for caches and node_modules, and

@@ -141,6 +141,7 @@ func TestSystemd(t *testing.T) {
 		{"r_sessions_over_streamable_http", e.testSessionsHTTP},
 		{"s_validate_shellcheck_from_the_package", e.testValidateUnit},
 		{"t_metrics_of_a_unit", e.testMetricsUnit},
+		{"u_sandbox_slice_collective_cpu_quota", e.testSandboxSliceQuota},
 		{"j_remove_package_leaves_nothing", e.testRemove},
 	}
 	for _, s := range steps {
@@ -999,6 +1000,75 @@ func (e *env) testPackagedSandbox(t *testing.T) {
 		t.Fatalf("the packaged sodactl run:\n%s", r)
 	}
 	t.Logf("packaged sodactl run: %s", strings.TrimSpace(r.stdout))
+}
+
+// testSandboxSliceQuota: the package's generator, run by the system's
+// manager and, as a user generator, by a user's, gives soda-sandbox.slice
+// the sandboxes' collective CPU quota, the box's CPUs but one (at least
+// one); an administrator's drop-in in /etc that sets CPUQuota= wins even
+// with a name that sorts before the generated one, and once it is removed
+// the generated quota is back. With cgroup hybrid the slice's cgroup holds
+// it (cpu.cfs_quota_us) once a unit runs in it.
+func (e *env) testSandboxSliceQuota(t *testing.T) {
+	b := e.b
+	ncpu, err := strconv.Atoi(strings.TrimSpace(must(t, b.run("nproc"))))
+	if err != nil {
+		t.Fatalf("nproc in the box: %v", err)
+	}
+	want := fmt.Sprintf("%ds", max(1, ncpu-1))
+	slice := func(user string) (quota, dropIns string) {
+		t.Helper()
+		r := b.run("systemctl", "show", "-p", "CPUQuotaPerSecUSec", "-p", "DropInPaths", "soda-sandbox.slice")
+		if user != "" {
+			r = b.run("runuser", "-u", user, "--", "env", "XDG_RUNTIME_DIR=/run/user/"+e.uidOf(t, user),
+				"systemctl", "--user", "show", "-p", "CPUQuotaPerSecUSec", "-p", "DropInPaths", "soda-sandbox.slice")
+		}
+		out := must(t, r)
+		for l := range strings.SplitSeq(out, "\n") {
+			if v, ok := strings.CutPrefix(l, "CPUQuotaPerSecUSec="); ok {
+				quota = v
+			}
+			if v, ok := strings.CutPrefix(l, "DropInPaths="); ok {
+				dropIns = v
+			}
+		}
+		return quota, dropIns
+	}
+	if q, d := slice(""); q != want || !strings.Contains(d, "/run/systemd/generator/soda-sandbox.slice.d/00-soda-cpu-quota.conf") {
+		t.Errorf("the system's soda-sandbox.slice: CPUQuotaPerSecUSec=%s, drop-ins %q; want %s from soda-generator's drop-in (%d CPUs)", q, d, want, ncpu)
+	}
+	must(t, b.sh("id carol >/dev/null 2>&1 || useradd -M -s /bin/sh carol"))
+	uid := e.uidOf(t, "carol")
+	must(t, b.run("systemctl", "start", "user@"+uid+".service"))
+	if q, d := slice("carol"); q != want || !strings.Contains(d, "/run/user/"+uid+"/systemd/generator/soda-sandbox.slice.d/00-soda-cpu-quota.conf") {
+		t.Errorf("carol's soda-sandbox.slice: CPUQuotaPerSecUSec=%s, drop-ins %q; want %s from the user generator's drop-in", q, d, want)
+	}
+	if e.fig.cgroup == "hybrid" {
+		must(t, b.run("systemd-run", "--quiet", "--unit", "soda-test-slice", "--slice", "soda-sandbox.slice", "sleep", "60"))
+		got := strings.TrimSpace(b.run("cat", "/sys/fs/cgroup/cpu/soda.slice/soda-sandbox.slice/cpu.cfs_quota_us").stdout)
+		b.run("systemctl", "stop", "soda-test-slice.service")
+		if w := fmt.Sprint(max(1, ncpu-1) * 100000); got != w {
+			t.Errorf("soda-sandbox.slice's cgroup: cpu.cfs_quota_us %q, want %s", got, w)
+		}
+	}
+	// The administrator's drop-in wins, whatever its name.
+	b.write(t, "/etc/systemd/system/soda-sandbox.slice.d/00-a.conf", "[Slice]\nCPUQuota=150%\n", "0644")
+	must(t, b.run("systemctl", "daemon-reload"))
+	if q, d := slice(""); q != "1.500000s" || strings.Contains(d, "00-soda-cpu-quota.conf") {
+		t.Errorf("with /etc/systemd/system/soda-sandbox.slice.d/00-a.conf (CPUQuota=150%%): CPUQuotaPerSecUSec=%s, drop-ins %q; want 1.500000s and no generated drop-in", q, d)
+	}
+	must(t, b.run("rm", "-r", "/etc/systemd/system/soda-sandbox.slice.d"))
+	must(t, b.run("systemctl", "daemon-reload"))
+	if q, _ := slice(""); q != want {
+		t.Errorf("after the administrator's drop-in is gone: CPUQuotaPerSecUSec=%s, want %s again", q, want)
+	}
+	b.run("systemctl", "stop", "user@"+uid+".service")
+}
+
+// uidOf is user's uid in the box.
+func (e *env) uidOf(t *testing.T, user string) string {
+	t.Helper()
+	return strings.TrimSpace(must(t, e.b.run("id", "-u", user)))
 }
 
 func (e *env) testRemove(t *testing.T) {

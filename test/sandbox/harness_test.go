@@ -95,7 +95,7 @@ func (e *env) setup() error {
 	if err := os.Chmod(e.bin, 0o755); err != nil {
 		return err
 	}
-	for _, pkg := range []string{"cmd/sodactl", "cmd/soda-sandbox-init", "cmd/soda-mcpd", "cmd/sodad", "test/sbxprobe", "test/sbxconc", "test/sbxegress"} {
+	for _, pkg := range []string{"cmd/sodactl", "cmd/soda-sandbox-init", "cmd/soda-mcpd", "cmd/sodad", "cmd/soda-generator", "test/sbxprobe", "test/sbxconc", "test/sbxegress"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(e.bin, filepath.Base(pkg)), "./"+pkg)
 		build.Dir = e.repo
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -136,6 +136,14 @@ func (e *env) setup() error {
 		e.repo, echoPort, hostPort, anyPort, testUser)
 	script := strings.Join([]string{
 		"set -e",
+		// soda's slices and its generator where the package puts them, for
+		// the system manager and users' (nfpm.yaml): the generator gives
+		// soda-sandbox.slice the sandboxes' collective CPU quota.
+		fmt.Sprintf("install -m 0644 %[1]s/units/soda.slice %[1]s/units/soda-sandbox.slice /usr/lib/systemd/system/", e.repo),
+		fmt.Sprintf("install -D -m 0644 %s/units/soda-sandbox.slice /usr/lib/systemd/user/soda-sandbox.slice", e.repo),
+		fmt.Sprintf("install -D -m 0755 %s/soda-generator /usr/lib/systemd/system-generators/soda-generator", e.bin),
+		"mkdir -p /usr/lib/systemd/user-generators && ln -sf ../system-generators/soda-generator /usr/lib/systemd/user-generators/soda-generator",
+		"systemctl daemon-reload",
 		// The user may grant the configured server as members of group
 		// soda may: its token is 0640 root:soda (soda-mcpd refuses a
 		// token file others can read).

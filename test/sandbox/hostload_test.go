@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,4 +148,143 @@ func exitCounters(path string) string {
 		}
 	}
 	return ""
+}
+
+// TestHostResponsiveTogether is issue 23's "the quota must hold for all
+// of soda's sandboxes together": NumCPU+1 fork bombs at once, each in a
+// sodactl run --direct sandbox of its own, on this host (cgroup v1
+// directories below the shared soda-sandbox.slice) and in the systemd box
+// (scopes in soda-sandbox.slice, whose CPUQuota= soda-generator sets),
+// while testkit.MeasureHost times true, python3 and ps -e on the host.
+// Each sandbox's own quota (the host's CPUs but one) lets NumCPU+1 of
+// them take every CPU; the quota of their common parent leaves the host
+// one. Measured by hand on the 2-CPU hybrid test VM with 3 bombs in 3
+// sandboxes of their own v1 cgroups: ps -e 27.8-29.9 s and a host true
+// 10.2 s; moved into one cgroup of one CPU: ps -e median 8 ms, max 341 ms.
+// This test there (baselines: ps -e max 16-19 ms, python3 median 12-14 ms):
+//
+//	       before (no common parent; the slice     after (soda-sandbox.slice, 100 %)
+//	       without CPUQuota=)
+//	host   the bombs' commands did not end within   ps -e median 276 ms, max 487 ms;
+//	       a minute of DIR/stop: the host stalled   true p95 5.4 ms; python3 median 18 ms;
+//	                                                0.89 CPUs together
+//	box    ps -e 2 of 2 runs killed at 5 s, one     ps -e median 379 ms, max 538 ms;
+//	       python3 too; 8 s of probes took 1m59s    true p95 16 ms; python3 median 18 ms;
+//	                                                0.92 CPUs together
+//
+// Controls: every bomb ran (it filled at least half of its task limit and
+// used CPU), and together they used at least half a CPU; the test then
+// checks that together they used at most NumCPU-1 CPUs, and the host's
+// responsiveness against testkit.DefaultBounds (testkit.Judge: a host
+// busy before the attack, or as slow after it, skips).
+func TestHostResponsiveTogether(t *testing.T) {
+	e := requireEnv(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skipf("SKIP: no python3 for the attack: %v", err)
+	}
+	n := runtime.NumCPU() + 1
+	kinds := []struct {
+		name    string
+		sodactl func(args ...string) *exec.Cmd
+	}{
+		{"host", func(args ...string) *exec.Cmd { return exec.Command(filepath.Join(e.bin, "sodactl"), args...) }},
+		{"box", func(args ...string) *exec.Cmd {
+			return exec.Command(e.sdbox, append([]string{"exec", e.box, "--", filepath.Join(e.bin, "sodactl")}, args...)...)
+		}},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			if k.name == "box" {
+				r := e.exec(execOpts{}, "systemctl", "show", "-p", "CPUQuotaPerSecUSec", "-p", "DropInPaths", "soda-sandbox.slice")
+				t.Logf("the box's soda-sandbox.slice:\n%s", r.stdout)
+			}
+			e.hostLoadTogether(t, k.name, n, k.sodactl)
+			if k.name == "box" {
+				e.noLeftovers(t)
+			}
+		})
+	}
+}
+
+// hostLoadTogether runs n fork bombs at once, each in a sandbox of its own
+// started by sodactl(ARGS), and checks that the host stayed responsive and
+// that together they used at most the host's CPUs but one.
+func (e *env) hostLoadTogether(t *testing.T, name string, n int, sodactl func(args ...string) *exec.Cmd) {
+	t.Helper()
+	ctx := context.Background()
+	before, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("baseline: %v", err)
+	}
+	attacks := make([]*testkit.Attack, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		dir := filepath.Join(e.bin, fmt.Sprintf("together-%s-%d", name, i))
+		os.RemoveAll(dir)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			attacks[i], errs[i] = testkit.StartAttack(sodactl("run", "--direct", "--no-network", "--rw", dir, "--timeout", "150s",
+				"--", "python3", "-c", testkit.AttackScript, dir, "forkbomb"), dir, 2*time.Minute)
+		})
+	}
+	wg.Wait()
+	stopAll := func() ([]testkit.AttackUsage, error) {
+		uses := make([]testkit.AttackUsage, n)
+		stopErrs := make([]error, n)
+		var wg sync.WaitGroup
+		for i, a := range attacks {
+			if a != nil {
+				wg.Go(func() { uses[i], stopErrs[i] = a.Stop() })
+			}
+		}
+		wg.Wait()
+		return uses, errors.Join(stopErrs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		_, _ = stopAll()
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // let them ramp up
+	during, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 8 * time.Second})
+	uses, stopErr := stopAll()
+	if err != nil {
+		t.Fatalf("measure during the attack: %v", err)
+	}
+	if stopErr != nil {
+		t.Fatal(stopErr)
+	}
+	after, err := testkit.MeasureHost(ctx, testkit.ProbeOptions{Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("measure after the attack: %v", err)
+	}
+	total := 0.0
+	for i, u := range uses {
+		t.Logf("%s: bomb %d used %.2f CPU-seconds in %.1f s (%.2f CPUs), %d processes at the end", name, i, u.CPU, u.Wall, u.CPUs(), u.Processes)
+		total += u.CPUs()
+	}
+	t.Logf("%s: before: %s", name, before)
+	t.Logf("%s: during %d fork bombs: %s", name, n, during)
+	t.Logf("%s: after: %s", name, after)
+	t.Logf("%s: the %d sandboxes together used %.2f CPUs (the host has %d)", name, n, total, runtime.NumCPU())
+	verdict := testkit.Judge(before, during, after, testkit.DefaultBounds())
+	if errors.Is(verdict, testkit.ErrBusyHost) {
+		t.Skipf("SKIP: %v", verdict)
+	}
+	for i, u := range uses {
+		if u.Processes < 1024/2 || u.CPUs() < 0.05 {
+			t.Fatalf("control: bomb %d had %d processes (want at least half its task limit, 1024) and used %.2f CPUs: it did not run\n%s", i, u.Processes, u.CPUs(), attacks[i].Output())
+		}
+	}
+	if total < 0.5 {
+		t.Fatalf("control: the %d bombs together used %.2f CPUs, less than half a CPU: they did not load the host", n, total)
+	}
+	if quota := float64(max(1, runtime.NumCPU()-1)); total > quota+0.05*float64(n) {
+		t.Errorf("%s: the %d sandboxes together used %.2f CPUs, more than the host's CPUs but one (%.0f)", name, n, total, quota)
+	}
+	if verdict != nil {
+		t.Errorf("%s: %v", name, verdict)
+	}
 }
