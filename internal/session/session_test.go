@@ -54,8 +54,10 @@ func TestCheckPath(t *testing.T) {
 	}
 }
 
-// listing makes a find listing (snapshotScript's first part).
-func listing(recs ...[6]string) []byte {
+// listing makes what snapshotScript prints before its tar stream: the
+// find listing (type, mode, size, target, path; recs), ended by an empty
+// field.
+func listing(recs ...[5]string) []byte {
 	var b bytes.Buffer
 	for _, r := range recs {
 		for _, f := range r {
@@ -85,12 +87,12 @@ func mkTar(hs ...*tar.Header) []byte {
 // stream's (which saw entries made readable for the copy).
 func TestSnapshotHostile(t *testing.T) {
 	in := append(listing(
-		[6]string{"F", "f", "0", "3", "", "./ok"},
-		[6]string{"-", "f", "644", "1", "", "./aux.py"},
-		[6]string{"-", "f", "644", "1", "", "./bad\xffname"},
-		[6]string{"-", "l", "777", "11", "/etc/shadow", "./l"},
-		[6]string{"-", "s", "755", "0", "", "./sock"},
-		[6]string{"F", "d", "0", "4096", "", "./locked"},
+		[5]string{"f", "0", "3", "", "./ok"},
+		[5]string{"f", "644", "1", "", "./aux.py"},
+		[5]string{"f", "644", "1", "", "./bad\xffname"},
+		[5]string{"l", "777", "11", "/etc/shadow", "./l"},
+		[5]string{"s", "755", "0", "", "./sock"},
+		[5]string{"d", "0", "4096", "", "./locked"},
 	), mkTar(
 		&tar.Header{Name: "./ok", Typeflag: tar.TypeReg, Size: 3, Mode: 0o400},
 		&tar.Header{Name: "./aux.py", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644},
@@ -120,9 +122,9 @@ func TestSnapshotHostile(t *testing.T) {
 	if _, err := snapshotOf(context.Background(), bytes.NewReader(big), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("a file past the byte bound was read")
 	}
-	var many [][6]string
+	var many [][5]string
 	for i := range maxEntries + 1 {
-		many = append(many, [6]string{"-", "d", "755", "0", "", fmt.Sprintf("./d%d", i)})
+		many = append(many, [5]string{"d", "755", "0", "", fmt.Sprintf("./d%d", i)})
 	}
 	if _, err := snapshotOf(context.Background(), bytes.NewReader(listing(many...)), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("entries past the bound were read")

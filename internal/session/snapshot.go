@@ -14,8 +14,8 @@ import (
 )
 
 // A snapshot of the workspace is one command in the sandbox (snapshotScript)
-// whose standard output is a listing of every entry, made by find, followed
-// by a tar stream of the requested paths. The listing is the truth about
+// whose standard output is a listing of every entry, made by find, then a
+// tar stream of the requested paths. The listing is the truth about
 // what exists, its type and its mode (tar skips sockets and cannot read
 // what the agent made unreadable); the tar stream gives the contents of
 // regular files. Both are untrusted input: parsed with bounds on entries
@@ -27,14 +27,15 @@ import (
 // processes end with it), so nothing sees the change.
 const snapshotScript = `cd ` + Workspace + ` || exit 3
 chmod u+rx . 2>/dev/null
-mapfile -d '' fixed < <(find . -mindepth 1 \( -type d ! -perm -u=rx -printf 'F\0%y\0%m\0%s\0%l\0%p\0' -exec chmod u+rx {} \; \) -o \( ! -type d ! -type l ! -perm -u=r -printf 'F\0%y\0%m\0%s\0%l\0%p\0' -exec chmod u+r {} \; \) -o -printf '-\0%y\0%m\0%s\0%l\0%p\0')
-if ((${#fixed[@]})); then printf '%s\0' "${fixed[@]}"; fi
+fix=$(mktemp) || exit 3
+rec='%y\0%m\0%s\0%l\0%p\0'
+find . -mindepth 1 \( -type d ! -perm -u=rx -printf "$rec" -fprintf "$fix" '%m\0%p\0' -exec chmod u+rx -- {} \; \) -o \( ! -type d ! -type l ! -perm -u=r -printf "$rec" -fprintf "$fix" '%m\0%p\0' -exec chmod u+r -- {} \; \) -o -printf "$rec"
 printf '\0'
 tar -c -f - --ignore-failed-read --no-wildcards -- "$@"
 rc=$?
-for ((i=${#fixed[@]}-6; i>=0; i-=6)); do
-	if [ "${fixed[i]}" = F ]; then chmod "${fixed[i+2]}" -- "${fixed[i+5]}"; fi
-done
+mapfile -d '' fixed < "$fix"
+rm -f -- "$fix"
+for ((i=${#fixed[@]}-2; i>=0; i-=2)); do chmod "${fixed[i]}" -- "${fixed[i+1]}"; done
 exit $rc`
 
 // Entry is one thing in a workspace snapshot or a baseline.
@@ -118,37 +119,43 @@ func below(name string, paths []string) bool {
 	return false
 }
 
-// readListing reads the find listing: records of six NUL-terminated
-// fields (fixed flag, type letter, octal mode, size, symlink target,
-// ./path), ended by an empty field.
-func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
-	field := func() (string, error) {
-		b, err := br.ReadSlice(0)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A field longer than the buffer: a path of more than 64 KiB
-			// cannot exist (PATH_MAX is 4096).
-			return "", errors.New("read the workspace: a listing field is too long")
-		}
-		if err != nil {
-			return "", fmt.Errorf("read the workspace: the listing ended early: %w", err)
-		}
-		return string(b[:len(b)-1]), nil
+// nulReader reads NUL-terminated fields.
+type nulReader struct{ br *bufio.Reader }
+
+func (r nulReader) field() (string, error) {
+	b, err := r.br.ReadSlice(0)
+	if errors.Is(err, bufio.ErrBufferFull) {
+		// A field longer than the buffer: a path of more than 64 KiB
+		// cannot exist (PATH_MAX is 4096).
+		return "", errors.New("read the workspace: a listing field is too long")
 	}
+	if err != nil {
+		return "", fmt.Errorf("read the workspace: the listing ended early: %w", err)
+	}
+	return string(b[:len(b)-1]), nil
+}
+
+// readListing reads the find listing: records of five NUL-terminated
+// fields (type letter, octal mode, size, symlink target, ./path), ended
+// by an empty field. An entry the script opens up for the copy is listed
+// before, with the mode the agent left it.
+func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
+	r := nulReader{br}
 	for {
-		flag, err := field()
+		typ, err := r.field()
 		if err != nil {
 			return err
 		}
-		if flag == "" {
+		if typ == "" {
 			return nil
 		}
-		var f [5]string
+		var f [4]string
 		for i := range f {
-			if f[i], err = field(); err != nil {
+			if f[i], err = r.field(); err != nil {
 				return err
 			}
 		}
-		typ, modeS, sizeS, target, name := f[0], f[1], f[2], f[3], f[4]
+		modeS, sizeS, target, name := f[0], f[1], f[2], f[3]
 		name = strings.TrimPrefix(name, "./")
 		if name == "" || name == "." {
 			continue
