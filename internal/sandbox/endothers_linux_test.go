@@ -96,6 +96,17 @@ func TestExecEndOthers(t *testing.T) {
 		{"setsid double fork", `setsid sh -c 'setsid sh -c '"'"'` + writer + `'"'"' & exit 0' &` + wait, false},
 		{"nohup", `nohup sh -c '` + writer + `' >/dev/null 2>&1 &` + wait, false},
 		{"ignores SIGTERM and SIGHUP", `sh -c 'trap "" TERM HUP INT; ` + writer + `' &` + wait, false},
+		// Its main thread exits, another thread writes on: /proc shows
+		// the process as a zombie (Z) while it runs.
+		{"main thread exited", `python3 -c '
+import os, threading, time, ctypes
+def w():
+    while True:
+        with open(os.environ["F"], "a") as f: f.write("x\n")
+        time.sleep(0.02)
+threading.Thread(target=w).start()
+time.sleep(0.1)
+ctypes.CDLL(None).syscall(60, 0)' &` + wait + "\nsleep 0.5", false},
 		// Every process of the loop forks on, and retries when the task
 		// limit refuses; the writer forks nothing (a shell that cannot
 		// fork exits).

@@ -33,7 +33,9 @@ import (
 // it could reach the guard. So init walks /proc instead, pass after pass:
 // each pass reads every process's state and session and kills each live
 // one it may not keep; the walk ends with a pass that finds none alive
-// (a zombie is dead: init reaps its own, another command reaps the rest).
+// (a zombie is dead: init reaps its own, another command reaps the rest;
+// but a zombie whose other threads still run is alive), or after
+// endOthersLimit, with an error naming how many are left.
 // A process that has been sent SIGKILL forks no more (a fork in progress
 // sees the fatal signal and fails), so a pass can only miss what a process
 // forked between the pass's listing and its own kill, and the next pass
@@ -69,9 +71,19 @@ func endOthers(guard int, running map[int]*execRun, reap func() bool) (bool, err
 			warned = true
 			fmt.Fprintf(os.Stderr, "soda-sandbox-init: %d processes left by a command are still alive after SIGKILL for %s\n", alive, time.Since(start).Round(time.Millisecond))
 		}
+		if time.Since(start) > endOthersLimit {
+			// A process SIGKILL cannot end (stuck in the kernel): init
+			// must go on serving; the host is told, and stops the
+			// sandbox if it wants it settled.
+			return true, fmt.Errorf("%d processes left by the command still alive %s after SIGKILL", alive, endOthersLimit)
+		}
 		time.Sleep(delay)
 	}
 }
+
+// endOthersLimit bounds endOthers: past it, what is still alive is
+// reported, not waited for.
+const endOthersLimit = 10 * time.Second
 
 // killPass sends SIGKILL to every live process of the PID namespace but
 // PID 1, guard and the members of the sessions keep accepts, and returns
@@ -93,8 +105,14 @@ func killPass(guard int, keep func(sid int) bool) (int, error) {
 			continue
 		}
 		state, sid, ok := procStat(pid)
-		if !ok || state == 'Z' || state == 'X' || keep(sid) {
+		if !ok || state == 'X' || keep(sid) {
 			continue // gone, dead, or another command's
+		}
+		// A zombie is dead, unless only its main thread exited: its
+		// other threads run on (ps shows "Zl"), and SIGKILL to its pid
+		// reaches them.
+		if state == 'Z' && threads(pid) <= 1 {
+			continue
 		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return alive, fmt.Errorf("kill %d: %w", pid, err)
