@@ -1,14 +1,17 @@
 package sodad
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path"
 	"strings"
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/sandbox"
 )
@@ -23,7 +26,10 @@ const maxExecTimeout = time.Hour
 // granted path), timeout (t, µs, at most an hour; 0: an hour),
 // end_others (b, sandbox.ExecSpec.EndOthers: the call returns once
 // everything the command left in the sandbox is dead too), interactive
-// (b). Only the owner, or a caller polkit grants manage-other, may.
+// (b). Fds: stdin, stdout, stderr, and cancel (the read end of a pipe:
+// its hang-up kills the command, as the caller cancelling must, since a
+// bus call cannot be withdrawn). Only the owner, or a caller polkit
+// grants manage-other, may.
 func (m sandboxMethods) Exec(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (int32, string, bool, *dbus.Error) {
 	es, err := m.exec(sender, argv, opts, fds)
 	if err != nil {
@@ -68,6 +74,18 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	defer cancel()
 	if badFd != "" {
 		return sandbox.ExitStatus{}, dbusErr(ErrInvalidFd, badFd)
+	}
+	// cancel: the read end of a pipe whose other end the caller holds
+	// while it waits; its hang-up (the caller cancelled, or died) kills
+	// the command (and, with end_others, what it left) as a timeout
+	// would, and the call then returns.
+	var cancelFd *os.File
+	if f, ok := files["cancel"]; ok {
+		if k, err := inspectFd(int(f.Fd())); err != nil || !k.readable || !k.fifo {
+			return sandbox.ExitStatus{}, dbusErr(ErrInvalidFd, "fd cancel: want the read end of a pipe, whose hang-up cancels the command")
+		}
+		cancelFd = f
+		delete(files, "cancel")
 	}
 	rest := maps.Clone(opts)
 	dir, timeout, endOthers := "", maxExecTimeout, false
@@ -119,7 +137,16 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 		return sandbox.ExitStatus{}, dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
 	}
 	b.d.touch()
-	es, e := sb.Exec(b.d.run, sandbox.ExecSpec{Argv: argv, Dir: dir, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, Timeout: timeout, EndOthers: endOthers})
+	execCtx := b.d.run
+	if cancelFd != nil {
+		var stop context.CancelFunc
+		execCtx, stop = context.WithCancel(b.d.run)
+		defer stop()
+		done := make(chan struct{})
+		defer close(done) // before the fds are closed (deferred first)
+		go watchCancel(cancelFd, stop, done)
+	}
+	es, e := sb.Exec(execCtx, sandbox.ExecSpec{Argv: argv, Dir: dir, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, Timeout: timeout, EndOthers: endOthers})
 	b.d.touch()
 	if errors.Is(e, sandbox.ErrNotPersistent) {
 		return sandbox.ExitStatus{}, dbusErr(ErrNotPersistent, fmt.Sprintf("sandbox %s runs one command: create it with spec Persistent to Exec in it", b.id))
@@ -128,4 +155,27 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 		return sandbox.ExitStatus{}, dbusErr(ErrFailed, fmt.Sprintf("exec %s in %s: %v", argv[0], b.id, e))
 	}
 	return es, nil
+}
+
+// watchCancel calls cancel when the caller's cancel pipe hangs up (or
+// says anything at all), until done is closed. It polls, so that it holds
+// no thread in a read.
+func watchCancel(f *os.File, cancel context.CancelFunc, done <-chan struct{}) {
+	fd := int32(f.Fd())
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		pfd := []unix.PollFd{{Fd: fd, Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 200)
+		if errors.Is(err, unix.EINTR) || err == nil && n == 0 {
+			continue
+		}
+		if err != nil || pfd[0].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+			cancel()
+			return
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -413,8 +414,37 @@ func (sb *Sandbox) ExecWith(ctx context.Context, argv []string, o ExecOptions, s
 	if o.EndOthers {
 		opts["end_others"] = dbus.MakeVariant(true)
 	}
+	// A bus call cannot be withdrawn: cancelling ctx closes the write end
+	// of the cancel pipe, sodad kills the command (and what it left, with
+	// EndOthers), and the call returns then, so that ExecWith never
+	// returns while the command runs. The wait past ctx's end is bounded.
+	cr, cw, err := os.Pipe()
+	if err != nil {
+		return ExecStatus{}, fmt.Errorf("exec %s in sandbox %s: cancel pipe: %w", argv[0], sb.ID, err)
+	}
+	defer cr.Close()
+	var closeW sync.Once
+	cancelCmd := func() { closeW.Do(func() { cw.Close() }) }
+	defer cancelCmd()
+	fds["cancel"] = dbus.UnixFD(cr.Fd())
+	callCtx, stopCall := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCall()
+	stopWatch := context.AfterFunc(ctx, func() {
+		cancelCmd()
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			stopCall()
+		case <-callCtx.Done():
+		}
+	})
+	defer stopWatch()
 	var res map[string]dbus.Variant
-	if err := sb.object().CallWithContext(ctx, SandboxInterface+".ExecEx", 0, argv, opts, fdsArg(fds)).Store(&res); err != nil {
+	if err := sb.object().CallWithContext(callCtx, SandboxInterface+".ExecEx", 0, argv, opts, fdsArg(fds)).Store(&res); err != nil {
+		if ctx.Err() != nil {
+			return ExecStatus{}, fmt.Errorf("exec %s in sandbox %s: %w (and sodad did not answer within %s of the cancel)", argv[0], sb.ID, ctx.Err(), cancelGrace)
+		}
 		return ExecStatus{}, wrap(fmt.Sprintf("exec %s in sandbox %s", argv[0], sb.ID), err)
 	}
 	var st ExecStatus
@@ -433,6 +463,10 @@ func (sb *Sandbox) ExecWith(ctx context.Context, argv []string, o ExecOptions, s
 	st.Code = int(code)
 	return st, nil
 }
+
+// cancelGrace bounds how long ExecWith waits for sodad's answer once its
+// context ended (sodad kills the command then).
+const cancelGrace = 30 * time.Second
 
 // execOptions are Exec's and ExecWith's dir and timeout options.
 func execOptions(dir string, timeout time.Duration) map[string]dbus.Variant {
