@@ -7,7 +7,8 @@
 // in the sandbox and the workspace stops changing when the call returns,
 // while the same command without end_others (the control) leaves a writer
 // behind; and that workspace_full comes from the filesystem (a silenced
-// fill sets it, echoing the ENOSPC message does not). It prints one line
+// fill sets it, echoing the ENOSPC message does not); and that a call
+// whose context ends kills its command before it returns. It prints one line
 // per check, "ok NAME …" or "FAIL NAME …", then "ok all" or exits 1.
 //
 //	sodadexec [-profile NAME]
@@ -166,6 +167,33 @@ func run() int {
 		}
 		fmt.Printf("ok workspace-%s workspace_full=%v\n", tc.name, st.WorkspaceFull)
 	}
+	// A cancelled call: the command (and, with end_others, what it left)
+	// is killed, and ExecWith returns only then: nothing of it runs on.
+	func() {
+		if st, _, err := sh("rm -f /workspace/a.txt", sodadclient.ExecOptions{EndOthers: true}); err != nil || st.Code != 0 {
+			fail("cancel", "clean up: %+v %v", st, err)
+			return
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer ccancel()
+		t0 := time.Now()
+		_, err := sb.ExecWith(cctx, []string{"/bin/sh", "-c", "(sleep 2; echo late > /workspace/a.txt) >/dev/null 2>&1 & sleep 2; echo late > /workspace/b.txt"},
+			sodadclient.ExecOptions{EndOthers: true, Timeout: 30 * time.Second}, sodadclient.Stdio{})
+		took := time.Since(t0)
+		time.Sleep(2500 * time.Millisecond)
+		_, left, _ := sh(others, sodadclient.ExecOptions{})
+		_, files, _ := sh("ls /workspace", sodadclient.ExecOptions{})
+		switch {
+		case err == nil:
+			fail("cancel", "ExecWith returned no error after its context ended")
+		case took > 10*time.Second:
+			fail("cancel", "ExecWith returned %s after its context ended", took)
+		case strings.TrimSpace(left) != "" || strings.TrimSpace(files) != "":
+			fail("cancel", "after a cancelled call: processes %q, files %q; want none", left, files)
+		default:
+			fmt.Printf("ok cancel took=%s err=%v\n", took.Round(time.Millisecond), err)
+		}
+	}()
 	if failed {
 		return 1
 	}
