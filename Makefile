@@ -3,6 +3,9 @@
 #   make            build every binary into bin/
 #   make run        bridge server-everything on 127.0.0.1:18100 (the README's demo)
 #   make check      install test peers, then every test (what CI runs)
+#   make test-hostload  the host-load tests (a fork bomb, a CPU burner in
+#                   each kind of sandbox, the host measured), alone and
+#                   one at a time (root; CI runs it after test-e2e)
 #   make bench      soda-mcpd side by side with supergateway and mcp-proxy
 #   make bench-sandbox  sodactl run side by side with codex sandbox and srt
 #   make bench-sodad    a sandbox through sodad against a direct sodactl run
@@ -18,7 +21,7 @@ BINS    := soda-mcpd sodactl soda-sandbox-init sodad soda-validated
 MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8 man/soda-profile.5 man/sodad.8 man/soda-validated.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
-.PHONY: all build test check test-go test-node lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
+.PHONY: all build test check test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
 
 all: build
 
@@ -64,6 +67,14 @@ check:
 	echo "check: passed: $(CHECKS)"
 
 test: check
+
+# The tests that measure the host while a sandbox attacks it: alone (-p 1,
+# nothing else of the suite running, which they would measure too), each
+# against baselines taken just before and after it (testkit.Judge). The
+# sandbox and sodad ones boot a systemd box (SODA_E2E=1, root).
+test-hostload: deps-test
+	SODA_HOSTLOAD=1 SODA_E2E=1 $(GO) test -p 1 -count=1 -v -timeout 15m -run 'HostResponsive|HostLoad' \
+		./test/session/ ./test/validate/ ./test/sandbox/ ./test/e2e/
 
 # The demo server is read from this checkout, so its children run as the
 # checkout's owner (a root soda-mcpd would otherwise run them as soda-mcp

@@ -48,6 +48,7 @@ import (
 // is a service's weight now, since 20 made ps -e wait 24-42 s with the
 // host's own CPUs busy (docs/sandbox.md, "Host cost").
 func TestSodadHostLoad(t *testing.T) {
+	testkit.RequireHostLoad(t)
 	if os.Getenv("SODA_E2E") != "1" {
 		t.Skip("the sodad host-load test runs with SODA_E2E=1 (make test-e2e): it boots a systemd box")
 	}

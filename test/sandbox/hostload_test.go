@@ -53,6 +53,7 @@ import (
 // slow before the attack, or as slow after it, is busy with something
 // else: the test skips, saying so (testkit.Judge).
 func TestHostResponsive(t *testing.T) {
+	testkit.RequireHostLoad(t)
 	e := requireEnv(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skipf("SKIP: no python3 for the attack: %v", err)
@@ -178,6 +179,7 @@ func exitCounters(path string) string {
 // responsiveness against testkit.DefaultBounds (testkit.Judge: a host
 // busy before the attack, or as slow after it, skips).
 func TestHostResponsiveTogether(t *testing.T) {
+	testkit.RequireHostLoad(t)
 	e := requireEnv(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skipf("SKIP: no python3 for the attack: %v", err)

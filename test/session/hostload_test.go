@@ -30,7 +30,7 @@ func attack(kind string) string {
 // at 5 s in both kinds; the CPU burner left the host responsive then too
 // (a regression guard).
 func TestHostResponsive(t *testing.T) {
-	testkit.LockHostLoad(t)
+	testkit.RequireHostLoad(t)
 	cs, _ := server(t, "--exec-timeout", "30s")
 	r, _ := must(t, cs, "sandbox_create", map[string]any{"files": []any{file("attack.sh", "")}})
 	id := r.SandboxID

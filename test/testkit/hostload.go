@@ -351,10 +351,22 @@ func cpuTicks() (busy, total int64, err error) {
 	return busy, total, nil
 }
 
+// RequireHostLoad skips a test that measures the host under an attack
+// unless SODA_HOSTLOAD=1 (make test-hostload, which runs them one at a
+// time and alone: go test runs packages in parallel, and whatever else
+// ran meanwhile would be measured as the attack's), then takes
+// LockHostLoad.
+func RequireHostLoad(t testing.TB) {
+	t.Helper()
+	if os.Getenv("SODA_HOSTLOAD") != "1" {
+		t.Skip("SKIP: host-load tests run alone, in make test-hostload (SODA_HOSTLOAD=1): here other tests run in parallel and would be measured too")
+	}
+	LockHostLoad(t)
+}
+
 // LockHostLoad takes a lock, host-wide, for a test that measures the
-// host under an attack, until the test ends: go test runs packages in
-// parallel, and two such tests at once would each measure the other's
-// attack too.
+// host under an attack, until the test ends: two such tests at once
+// would each measure the other's attack too.
 func LockHostLoad(t testing.TB) {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), "soda-test-hostload.lock"), os.O_CREATE|os.O_RDWR, 0o600)
