@@ -162,7 +162,11 @@ func diffOf(ctx context.Context, in diffIn) (Diff, error) {
 		if !utf8.ValidString(p) {
 			c.PathBase64 = base64.StdEncoding.EncodeToString([]byte(p))
 		}
-		if err := CheckPath(p); err != nil {
+		switch err := CheckPath(p); {
+		case n != nil && n.LongName:
+			c.Unaddressable = fmt.Sprintf("longer than %d bytes (shown shortened, with its length and digest)", maxPathLen)
+			d.Summary.Unaddressable++
+		case err != nil:
 			c.Unaddressable = strings.TrimPrefix(err.Error(), fmt.Sprintf("path %q: ", p))
 			d.Summary.Unaddressable++
 		}

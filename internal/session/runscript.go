@@ -134,6 +134,11 @@ func (s *Session) runScriptLocked(ctx context.Context, req ScriptRequest) (Scrip
 			}
 		}
 		for p, e := range seed.entries {
+			// What the extraction made: an entry the parent's snapshot
+			// opened up for the copy arrives opened up.
+			if e.inTar {
+				e.Mode = e.tarMode
+			}
 			cs.baseline[p] = e
 		}
 	}

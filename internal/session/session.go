@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -108,9 +109,12 @@ type Manager struct {
 	gone     map[string]string // closed or expired ids: why
 	byBox    map[string]*Session
 	children int // isolated children running
-	closed   bool
-	stop     chan struct{}
-	done     chan struct{}
+	// discarding counts spares being closed after their taker gave up:
+	// live until they are.
+	discarding int
+	closed     bool
+	stop       chan struct{}
+	done       chan struct{}
 
 	// spare is a sandbox started ahead, so that sandbox_create need not
 	// wait for one to start: at most one, counted as a live sandbox, made
@@ -243,7 +247,7 @@ func (m *Manager) Get(id string) (*Session, error) {
 // liveLocked counts the live sandboxes (m.mu held): the sessions (those
 // starting included), the isolated children, the spare.
 func (m *Manager) liveLocked() int {
-	n := len(m.sessions) + m.children
+	n := len(m.sessions) + m.children + m.discarding
 	if m.spare != nil {
 		n++
 	}
@@ -327,7 +331,16 @@ func (m *Manager) startBox(ctx context.Context, sp *spareBox) (Box, error) {
 			}
 			m.log.Warn("the spare sandbox did not start; starting another", "err", sp.err)
 		case <-ctx.Done():
-			go m.discard(sp)
+			m.mu.Lock()
+			m.discarding++
+			m.mu.Unlock()
+			go func() {
+				m.discard(sp)
+				m.mu.Lock()
+				m.discarding--
+				m.mu.Unlock()
+				m.refillSpare()
+			}()
 			return nil, fmt.Errorf("waiting for the spare sandbox: %w", context.Cause(ctx))
 		}
 	}
@@ -624,7 +637,7 @@ func (s *Session) snap(ctx context.Context, o snapOpts) (*snapshot, error) {
 	if o.maxBytes == 0 {
 		o.maxBytes = s.m.lim.Quota + s.m.lim.Quota/8 + 1<<20
 	}
-	argv := append([]string{"bash", "-c", snapshotScript, "soda-snapshot"}, paths...)
+	argv := append([]string{"bash", "-c", snapshotScript, "soda-snapshot", strconv.FormatInt(s.m.lim.Quota, 10)}, paths...)
 	pr, pw := io.Pipe()
 	type parsed struct {
 		snap *snapshot
@@ -633,14 +646,15 @@ func (s *Session) snap(ctx context.Context, o snapOpts) (*snapshot, error) {
 	res := make(chan parsed, 1)
 	go func() {
 		sn, err := snapshotOf(ctx, pr, o)
-		if err != nil {
-			pr.CloseWithError(err) // the command's output then goes nowhere
-		}
+		// Read to its end, or not needed past here: the command's output
+		// then goes nowhere (a partial read stops it on its pipe).
+		pr.CloseWithError(errors.Join(err, errSnapshotDone))
 		res <- parsed{sn, err}
 	}()
 	var errb capture
 	errb.n = 4096
-	st, err := s.run(ctx, argv, Workspace, nil, pw, &errb, 0)
+	// From /: the script enters the workspace itself, whatever its mode.
+	st, err := s.run(ctx, argv, "/", nil, pw, &errb, 0)
 	pw.Close()
 	p := <-res
 	if err != nil {
@@ -649,11 +663,14 @@ func (s *Session) snap(ctx context.Context, o snapOpts) (*snapshot, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	if st.Code != 0 && st.Code != 1 {
+	if st.Code != 0 && st.Code != 1 && !p.snap.partial {
 		return nil, fmt.Errorf("read the workspace: the snapshot exited %d: %s", st.Code, strings.TrimSpace(errb.buf.String()))
 	}
 	return p.snap, nil
 }
+
+// errSnapshotDone closes a snapshot's pipe once it was read.
+var errSnapshotDone = errors.New("snapshot read")
 
 // Seed adds files to the baseline (and the workspace); refused once
 // anything has run or been written.
@@ -732,6 +749,11 @@ func (s *Session) WriteFiles(ctx context.Context, files []File) ([]Event, error)
 	before, err := s.snap(ctx, snapOpts{paths: paths, store: undo})
 	if err != nil {
 		return s.end(), err
+	}
+	for _, p := range paths {
+		if e := before.entries[p]; e != nil && e.Type == "dir" {
+			return s.end(), fmt.Errorf("%w: path %q is a directory in the workspace: remove it first (sandbox_exec rm -r)", ErrInvalidArgs, p)
+		}
 	}
 	if err := s.tarIn(ctx, bytes.NewReader(tarOf(dec))); err != nil {
 		s.restore(ctx, paths, before, undo)
@@ -1018,9 +1040,9 @@ func (s *Session) Reset(ctx context.Context) ([]Event, error) {
 // resetScript empties the workspace whatever the agent did to modes (a
 // directory it made unreadable or unwritable is opened up first, in the
 // order find descends), then extracts the baseline from stdin.
-const resetScript = `cd ` + Workspace + ` || exit 3
-chmod u+rwx . || exit 3
-find . -mindepth 1 -type d ! -perm -u=rwx -exec chmod u+rwx -- {} \;
+const resetScript = `chmod 0755 ` + Workspace + ` || exit 3
+cd ` + Workspace + ` || exit 3
+find . -mindepth 1 -type d ! -perm -u=rwx -execdir chmod u+rwx -- {} \;
 find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 4
 exec tar -x -p -f - -C ` + Workspace
 
@@ -1037,7 +1059,7 @@ func (s *Session) resetLocked(ctx context.Context) error {
 	defer pr.Close()
 	var errb capture
 	errb.n = 4096
-	st, err := s.run(ctx, []string{"bash", "-c", resetScript}, Workspace, pr, io.Discard, &errb, 0)
+	st, err := s.run(ctx, []string{"bash", "-c", resetScript}, "/", pr, io.Discard, &errb, 0)
 	if err == nil && st.Code != 0 {
 		err = fmt.Errorf("exited %d: %s", st.Code, strings.TrimSpace(errb.buf.String()))
 	}

@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,10 +57,14 @@ func TestCheckPath(t *testing.T) {
 }
 
 // listing makes what snapshotScript prints before its tar stream: the
-// find listing (type, mode, size, target, path; recs), ended by an empty
-// field.
-func listing(recs ...[5]string) []byte {
+// entries it opened up (mode, path), then the find listing (type, mode,
+// size, target, path; recs), each list ended by an empty field.
+func listing(fixed [][2]string, recs ...[5]string) []byte {
 	var b bytes.Buffer
+	for _, r := range fixed {
+		b.WriteString(r[0] + "\x00" + r[1] + "\x00")
+	}
+	b.WriteByte(0)
 	for _, r := range recs {
 		for _, f := range r {
 			b.WriteString(f)
@@ -86,18 +92,20 @@ func mkTar(hs ...*tar.Header) []byte {
 // is kept, portable or not; the listing's modes win over the tar
 // stream's (which saw entries made readable for the copy).
 func TestSnapshotHostile(t *testing.T) {
-	in := append(listing(
-		[5]string{"f", "0", "3", "", "./ok"},
+	in := append(listing([][2]string{{"0", "./ok"}, {"0", "./locked"}},
+		[5]string{"f", "400", "3", "", "./ok"},
 		[5]string{"f", "644", "1", "", "./aux.py"},
 		[5]string{"f", "644", "1", "", "./bad\xffname"},
 		[5]string{"l", "777", "11", "/etc/shadow", "./l"},
 		[5]string{"s", "755", "0", "", "./sock"},
-		[5]string{"d", "0", "4096", "", "./locked"},
+		[5]string{"d", "500", "4096", "", "./locked"},
+		[5]string{"f", "400", "3", "", "./hard"},
 	), mkTar(
 		&tar.Header{Name: "./ok", Typeflag: tar.TypeReg, Size: 3, Mode: 0o400},
 		&tar.Header{Name: "./aux.py", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644},
 		&tar.Header{Name: "./bad\xffname", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644},
 		&tar.Header{Name: "./hard", Typeflag: tar.TypeLink, Linkname: "./ok"},
+		&tar.Header{Name: "./not-listed", Typeflag: tar.TypeReg, Size: 1},
 	)...)
 	s, err := snapshotOf(context.Background(), bytes.NewReader(in), snapOpts{maxBytes: 1 << 20, keep: func(string, int64) bool { return true }, keepMax: 1 << 20})
 	if err != nil {
@@ -118,21 +126,54 @@ func TestSnapshotHostile(t *testing.T) {
 	if h := s.entries["hard"]; h.Sum != ok.Sum || h.Size != 3 {
 		t.Errorf("a hard link did not take its target's contents: %+v", h)
 	}
-	big := append(listing(), mkTar(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: 2048})...)
-	if _, err := snapshotOf(context.Background(), bytes.NewReader(big), snapOpts{maxBytes: 1024}); err == nil {
-		t.Errorf("a file past the byte bound was read")
+	if s.entries["not-listed"] != nil {
+		t.Errorf("an entry of the tar stream that the listing lacks was taken")
+	}
+	// A name longer than any path: kept short, apart from its sibling.
+	long := strings.Repeat("d/", 3000)
+	ls := listing(nil, [5]string{"f", "644", "1", "", "./" + long + "a"}, [5]string{"f", "644", "1", "", "./" + long + "b"})
+	s2, err := snapshotOf(context.Background(), bytes.NewReader(append(ls, mkTar()...)), snapOpts{maxBytes: 1024})
+	if err != nil || len(s2.entries) != 2 {
+		t.Fatalf("two long names: %v, %d entries", err, len(s2.entries))
+	}
+	for k, e := range s2.entries {
+		if len(k) > 2*keptName || !e.LongName {
+			t.Errorf("a long name kept as %d bytes, marked long %v", len(k), e.LongName)
+		}
+	}
+	// A listing past its byte bound.
+	var huge [][5]string
+	for i := range 4000 {
+		huge = append(huge, [5]string{"f", "644", "1", "", fmt.Sprintf("./%s%d", strings.Repeat("n/", 5000), i)})
+	}
+	if _, err := snapshotOf(context.Background(), bytes.NewReader(listing(nil, huge...)), snapOpts{maxBytes: 1024}); err == nil || !strings.Contains(err.Error(), "listing is over") {
+		t.Errorf("a 40 MB listing: %v, want it refused", err)
+	}
+	// Contents past the byte bound: read partly, the rest unread.
+	part := append(listing(nil, [5]string{"f", "644", "600", "", "./a"}, [5]string{"f", "644", "600", "", "./b"}),
+		mkTar(&tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 600}, &tar.Header{Name: "./b", Typeflag: tar.TypeReg, Size: 600})...)
+	s3, err := snapshotOf(context.Background(), bytes.NewReader(part), snapOpts{maxBytes: 1000})
+	if err != nil || !s3.partial || s3.entries["a"].Unread || !s3.entries["b"].Unread {
+		t.Errorf("contents past the bound: %v partial %v", err, s3 != nil && s3.partial)
+	}
+	big := append(listing(nil, [5]string{"f", "644", "2048", "", "./big"}), mkTar(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: 2048})...)
+	if s, err := snapshotOf(context.Background(), bytes.NewReader(big), snapOpts{maxBytes: 1024}); err != nil || !s.entries["big"].Unread {
+		t.Errorf("a file past the byte bound was read: %v", err)
+	}
+	if _, err := snapshotOf(context.Background(), bytes.NewReader(big), snapOpts{maxBytes: 1024, tee: io.Discard}); !errors.Is(err, errTooBig) {
+		t.Errorf("a copy past the byte bound: %v, want errTooBig", err)
 	}
 	var many [][5]string
 	for i := range maxEntries + 1 {
 		many = append(many, [5]string{"d", "755", "0", "", fmt.Sprintf("./d%d", i)})
 	}
-	if _, err := snapshotOf(context.Background(), bytes.NewReader(listing(many...)), snapOpts{maxBytes: 1024}); err == nil {
+	if _, err := snapshotOf(context.Background(), bytes.NewReader(listing(nil, many...)), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("entries past the bound were read")
 	}
 	if _, err := snapshotOf(context.Background(), strings.NewReader("f\x00"), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("a truncated listing was read")
 	}
-	garbage := append(listing(), []byte(strings.Repeat("not a tar stream ", 40))...)
+	garbage := append(listing(nil), []byte(strings.Repeat("not a tar stream ", 40))...)
 	if _, err := snapshotOf(context.Background(), bytes.NewReader(garbage), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("garbage parsed as a tar stream")
 	}

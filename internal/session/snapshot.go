@@ -8,35 +8,76 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strconv"
 	"strings"
 )
 
 // A snapshot of the workspace is one command in the sandbox (snapshotScript)
-// whose standard output is a listing of every entry, made by find, then a
-// tar stream of the requested paths. The listing is the truth about
-// what exists, its type and its mode (tar skips sockets and cannot read
-// what the agent made unreadable); the tar stream gives the contents of
-// regular files. Both are untrusted input: parsed with bounds on entries
-// and bytes, names kept as the raw bytes they are.
+// whose standard output is the entries it had to open up (below), then a
+// listing of every entry, made by find, then a tar stream of the requested
+// paths. The listing is the truth about what exists, its type and its
+// mode (tar skips sockets and cannot read what the agent made
+// unreadable); the tar stream gives the contents of regular files. Both
+// are untrusted input: parsed with bounds on entries, on the listing's
+// bytes (maxListing; a name longer than maxPathLen is kept shortened,
+// keyOf) and on the contents' bytes.
 //
 // Entries the owner cannot read (a file) or enter (a directory) are made
 // readable for the copy and their modes put back after it, in reverse
-// order: no process of the agent's runs between calls (every call's
-// processes end with it), so nothing sees the change.
-const snapshotScript = `cd ` + Workspace + ` || exit 3
-chmod u+rx . 2>/dev/null
-fix=$(mktemp) || exit 3
-rec='%y\0%m\0%s\0%l\0%p\0'
-find . -mindepth 1 \( -type d ! -perm -u=rx -printf "$rec" -fprintf "$fix" '%m\0%p\0' -exec chmod u+rx -- {} \; \) -o \( ! -type d ! -type l ! -perm -u=r -printf "$rec" -fprintf "$fix" '%m\0%p\0' -exec chmod u+r -- {} \; \) -o -printf "$rec"
+// order, the workspace itself included: no process of the agent's runs
+// between calls (every call's processes end with it), so nothing sees
+// the change. The tar stream leaves out what the host would not read
+// anyway: a file larger than the workspace (a sparse one: $1, bytes) and
+// a path longer than PATH_MAX; both are listed, as unread.
+//
+// The arguments: the largest file to copy, then the paths.
+const snapshotScript = `max=$1; shift
+if [[ ! -r ` + Workspace + ` || ! -x ` + Workspace + ` ]]; then
+	top=$(stat -c %a ` + Workspace + `) && chmod u+rx ` + Workspace + ` || exit 3
+fi
+cd ` + Workspace + ` || exit 3
+# Opened for the copy, put back after: "mode path" pairs.
+mapfile -d '' fixed < <(find . -mindepth 1 \( -type d ! -perm -u=rx -printf '%m\0%p\0' -execdir chmod u+rx -- {} \; \) -o \( ! -type d ! -type l ! -perm -u=r -printf '%m\0%p\0' -execdir chmod u+r -- {} + \))
+if ((${#fixed[@]})); then printf '%s\0' "${fixed[@]}"; fi
 printf '\0'
-tar -c -f - --ignore-failed-read --no-wildcards -- "$@"
-rc=$?
-mapfile -d '' fixed < "$fix"
-rm -f -- "$fix"
-for ((i=${#fixed[@]}-2; i>=0; i-=2)); do chmod "${fixed[i]}" -- "${fixed[i+1]}"; done
+find . -mindepth 1 -printf '%y\0%m\0%s\0%l\0%p\0'
+printf '\0'
+find "$@" -regextype posix-extended \( -type f -size +"$max"c \) -o -regex '.{4097,}' -o -print0 |
+	tar -c -f - --null --no-recursion --ignore-failed-read --no-wildcards -T -
+rc=${PIPESTATUS[1]}
+# Back as the agent left them, deepest first; a path too long for one
+# call is reached a directory at a time.
+back() { chmod "$1" -- "$2" 2>/dev/null || (p=$2; while [[ $p == */* ]]; do cd -- "${p%%/*}" || exit; p=${p#*/}; done; chmod "$1" -- "$p"); }
+for ((i=${#fixed[@]}-2; i>=0; i-=2)); do back "${fixed[i]}" "${fixed[i+1]}"; done
+if [[ -n $top ]]; then chmod "$top" ` + Workspace + `; fi
 exit $rc`
+
+// Bounds of a snapshot's listing.
+const (
+	// maxListing bounds the bytes of the listing (every entry's path):
+	// 200000 entries of 150 bytes, or fewer of longer names.
+	maxListing = 32 << 20
+	// keptName is how much of a name longer than maxPathLen is kept.
+	keptName = 1024
+)
+
+// keyOf is name as a snapshot keeps it: a name longer than maxPathLen
+// (which no client can give back, CheckPath) is shortened, with a digest
+// of the whole, so that two such names stay apart.
+func keyOf(name string) string {
+	if len(name) <= maxPathLen {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return longKey(name[:keptName], len(name), sum[:])
+}
+
+// longKey is the key of a long name from its start, length and digest.
+func longKey(start string, n int, sum []byte) string {
+	return fmt.Sprintf("%s…(%d bytes, sha256 %x)", start, n, sum[:8])
+}
 
 // Entry is one thing in a workspace snapshot or a baseline.
 type Entry struct {
@@ -49,10 +90,17 @@ type Entry struct {
 	// Sum is a file's sha256; Unread says its contents could not be read.
 	Sum    [32]byte
 	Unread bool
+	// LongName says that the entry's name was longer than any path a
+	// call takes, and is kept shortened (keyOf).
+	LongName bool
 	// Target is a symlink's target.
 	Target string
 	// off is where a stored file's contents start in its store.
 	off int64
+	// tarMode is the mode the tar stream gave it (inTar), which is what
+	// an extraction of the stream made: opened up, if it was.
+	tarMode int64
+	inTar   bool
 }
 
 // snapshot is the workspace (or part of it) as one snapshot saw it.
@@ -62,6 +110,9 @@ type snapshot struct {
 	kept map[string][]byte
 	// copied is how many bytes of file contents the tar stream held.
 	copied int64
+	// partial says that the stream held more contents than one snapshot
+	// reads: the files past that are unread.
+	partial bool
 }
 
 // snapOpts says what a snapshot keeps of the contents it reads.
@@ -119,28 +170,97 @@ func below(name string, paths []string) bool {
 	return false
 }
 
-// nulReader reads NUL-terminated fields.
-type nulReader struct{ br *bufio.Reader }
+// nulReader reads NUL-terminated fields, at most budget bytes in all. A
+// field longer than maxPathLen (a name no client can give back) is kept
+// as keyOf keeps it, from a digest taken as it is read: the rest is read
+// and counted, not kept.
+type nulReader struct {
+	br     *bufio.Reader
+	budget int64
+}
 
-func (r nulReader) field() (string, error) {
-	b, err := r.br.ReadSlice(0)
-	if errors.Is(err, bufio.ErrBufferFull) {
-		// A field longer than the buffer: a path of more than 64 KiB
-		// cannot exist (PATH_MAX is 4096).
-		return "", errors.New("read the workspace: a listing field is too long")
+func (r *nulReader) field() (string, error) {
+	f, _, err := r.name()
+	return f, err
+}
+
+// name is field, and whether the field was shortened (keyOf).
+func (r *nulReader) name() (string, bool, error) {
+	var out []byte
+	var h hash.Hash
+	n := 0
+	for {
+		b, err := r.br.ReadSlice(0)
+		r.budget -= int64(len(b))
+		if r.budget < 0 {
+			return "", false, fmt.Errorf("read the workspace: its listing is over %d bytes (names too long or too many): remove some, or sandbox_reset", maxListing)
+		}
+		done := err == nil
+		if done {
+			b = b[:len(b)-1]
+		}
+		n += len(b)
+		if h == nil && len(out)+len(b) > maxPathLen {
+			h = sha256.New()
+			h.Write(out)
+		}
+		if h != nil {
+			h.Write(b)
+			if room := keptName - len(out); room > 0 {
+				out = append(out, b[:min(len(b), room)]...)
+			}
+		} else {
+			out = append(out, b...)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err != nil:
+			return "", false, fmt.Errorf("read the workspace: the listing ended early: %w", err)
+		}
+		if h != nil {
+			return longKey(string(out[:min(len(out), keptName)]), n, h.Sum(nil)), true, nil
+		}
+		return string(out), false, nil
 	}
-	if err != nil {
-		return "", fmt.Errorf("read the workspace: the listing ended early: %w", err)
+}
+
+// readFixed reads the entries the script opened up for the copy: pairs
+// of octal mode (as the agent left it) and ./path, ended by an empty
+// field.
+func readFixed(r *nulReader, max int) (map[string]int64, error) {
+	out := map[string]int64{}
+	for {
+		modeS, err := r.field()
+		if err != nil || modeS == "" {
+			return out, err
+		}
+		name, err := r.field()
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= max {
+			return nil, fmt.Errorf("read the workspace: more than %d entries", max)
+		}
+		mode, err := strconv.ParseInt(modeS, 8, 64)
+		if err != nil {
+			return nil, fmt.Errorf("read the workspace: mode %q of %q", modeS, name)
+		}
+		out[strings.TrimPrefix(name, "./")] = mode & 0o7777
 	}
-	return string(b[:len(b)-1]), nil
 }
 
 // readListing reads the find listing: records of five NUL-terminated
 // fields (type letter, octal mode, size, symlink target, ./path), ended
-// by an empty field. An entry the script opens up for the copy is listed
-// before, with the mode the agent left it.
+// by an empty field, after the entries the script opened up (readFixed),
+// whose modes are the ones the agent left them.
 func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
-	r := nulReader{br}
+	// A name is kept up to just past maxPathLen: keyOf tells it is long.
+	r := &nulReader{br: br, budget: maxListing}
+	fixed, err := readFixed(r, max)
+	if err != nil {
+		return err
+	}
 	for {
 		typ, err := r.field()
 		if err != nil {
@@ -149,13 +269,17 @@ func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
 		if typ == "" {
 			return nil
 		}
-		var f [4]string
+		var f [3]string
 		for i := range f {
 			if f[i], err = r.field(); err != nil {
 				return err
 			}
 		}
-		modeS, sizeS, target, name := f[0], f[1], f[2], f[3]
+		name, long, err := r.name()
+		if err != nil {
+			return err
+		}
+		modeS, sizeS, target := f[0], f[1], f[2]
 		name = strings.TrimPrefix(name, "./")
 		if name == "" || name == "." {
 			continue
@@ -167,7 +291,10 @@ func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
 		if err != nil {
 			return fmt.Errorf("read the workspace: mode %q of %q", modeS, name)
 		}
-		e := &Entry{Mode: mode & 0o7777, Unread: true}
+		if m, ok := fixed[name]; ok {
+			mode = m
+		}
+		e := &Entry{Mode: mode & 0o7777, Unread: true, LongName: long}
 		switch typ {
 		case "f":
 			e.Type = "file"
@@ -200,35 +327,25 @@ func (s *snapshot) readTar(ctx context.Context, r io.Reader, o snapOpts) error {
 		if err != nil {
 			return fmt.Errorf("read the workspace: %w", err)
 		}
-		name := strings.TrimPrefix(strings.TrimSuffix(h.Name, "/"), "./")
-		if name == "" || name == "." {
-			continue
-		}
+		name := keyOf(strings.TrimPrefix(strings.TrimSuffix(h.Name, "/"), "./"))
 		e := s.entries[name]
 		if e == nil {
-			// In the stream but not the listing: a path given to tar
-			// that find did not list (cannot happen without a process
-			// racing us); take the stream's word for it.
-			if len(s.entries) >= maxEntries {
-				return fmt.Errorf("read the workspace: more than %d entries", maxEntries)
-			}
-			e = &Entry{Mode: h.Mode & 0o7777}
-			s.entries[name] = e
-			switch h.Typeflag {
-			case tar.TypeDir:
-				e.Type = "dir"
-			case tar.TypeSymlink:
-				e.Type, e.Target = "symlink", h.Linkname
-			case tar.TypeReg, tar.TypeLink:
-				e.Type, e.Unread = "file", true
-			default:
-				e.Type = "other"
-			}
+			// Not in the listing (which is the truth: nothing runs
+			// between the two): not taken.
+			continue
 		}
+		e.tarMode, e.inTar = h.Mode&0o7777, true
 		switch h.Typeflag {
 		case tar.TypeReg:
 			if h.Size < 0 || s.copied+h.Size > o.maxBytes {
-				return fmt.Errorf("read the workspace: %w", errTooBig)
+				if o.tee != nil {
+					return fmt.Errorf("read the workspace: %w", errTooBig)
+				}
+				// Past what one snapshot reads: the rest stays unread
+				// (a diff reports such files changed), and the command
+				// is stopped (its pipe closed).
+				s.partial = true
+				return nil
 			}
 			keep := o.keep != nil && kept+h.Size <= o.keepMax && o.keep(name, h.Size)
 			sum, data, off, err := s.readFile(tr, h.Size, keep, o.store)

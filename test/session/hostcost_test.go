@@ -447,3 +447,58 @@ func TestQuotaFromTheFilesystem(t *testing.T) {
 		t.Errorf("a real ENOSPC with stderr silenced: %+v", r.Exec)
 	}
 }
+
+// TestSnapshotsHoldUp: what the agent can do to the workspace between
+// calls cannot make a diff, a read or a reset fail, hide an entry or
+// leave the workspace changed (found by review): a directory chain longer
+// than PATH_MAX with a locked directory at its end, a sparse file far
+// larger than the workspace, /tmp out of inodes, the workspace itself
+// chmod 000, a write over a directory, and an isolated child seeded
+// with unreadable files.
+func TestSnapshotsHoldUp(t *testing.T) {
+	cs, _ := server(t)
+	r, _ := must(t, cs, "sandbox_create", map[string]any{"files": []any{file("keep.txt", "kept\n")}})
+	id := r.SandboxID
+	deep := `bash -c 'd=$(printf "x%.0s" $(seq 200)); for i in $(seq 25); do mkdir "$d" && cd "$d" || exit 1; done; mkdir locked && echo s > locked/secret && chmod 000 locked'`
+	fillTmp := `python3 -c 'import itertools
+for i in itertools.count():
+    try: open("/tmp/f%d" % i, "w").close()
+    except OSError: break'`
+	r, _ = must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": deep + " && truncate -s 2G sparse && " + fillTmp + " && df -i /tmp | tail -1 && chmod 000 /workspace"})
+	t.Logf("/tmp after the fill: %s", strings.TrimSpace(r.Exec.Stdout))
+	r, _ = must(t, cs, "sandbox_diff", map[string]any{"sandbox_id": id})
+	var long, sparse bool
+	for _, c := range r.Diff.Changes {
+		long = long || strings.Contains(c.Unaddressable, "longer than")
+		sparse = sparse || c.Path == "sparse"
+	}
+	if !long || !sparse {
+		t.Errorf("diff: the entries past PATH_MAX listed %v, the sparse file %v: %+v", long, sparse, r.Diff.Summary)
+	}
+	r, _ = must(t, cs, "sandbox_read_files", map[string]any{"sandbox_id": id, "paths": []any{"keep.txt", "sparse"}})
+	if r.Files[0].Content != "kept\n" || r.Files[1].Content != "" {
+		t.Errorf("read: %+v", r.Files)
+	}
+	// The workspace is as the agent left it: chmod 000, so that a
+	// command cannot even start in it, until a reset.
+	if r, _, isErr := call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "true"}); !isErr || !strings.Contains(r.Error, "permission denied") {
+		t.Errorf("the workspace's mode after a diff and a read is not the agent's 000: %+v", r)
+	}
+	must(t, cs, "sandbox_reset", map[string]any{"sandbox_id": id})
+	must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "mkdir dir"})
+	if _, err, _ := callRaw(t, cs, "sandbox_write_files", map[string]any{"sandbox_id": id, "files": []any{file("dir", "x")}}); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a write over a directory: %v", err)
+	}
+	must(t, cs, "sandbox_reset", map[string]any{"sandbox_id": id})
+	r, _ = must(t, cs, "sandbox_diff", map[string]any{"sandbox_id": id})
+	if len(r.Diff.Changes) != 0 {
+		t.Errorf("diff after reset: %+v", r.Diff.Changes)
+	}
+	// An isolated child seeded with a file the agent made unreadable: no
+	// change it did not make.
+	must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "echo s > locked.sh && chmod 000 locked.sh && echo true > run.sh"})
+	r, _ = must(t, cs, "sandbox_run_script", map[string]any{"sandbox_id": id, "entry": "run.sh", "isolated": true, "seed_paths": []any{"locked.sh", "run.sh"}, "diff": "json"})
+	if r.ChildDiff == nil || len(r.ChildDiff.Changes) != 0 {
+		t.Errorf("the child's diff: %+v", r.ChildDiff)
+	}
+}
