@@ -248,12 +248,14 @@ func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error
 		b.stopping++
 		b.mu.Unlock()
 	}, func(*Session) {
+		// Counted gone before its slot is freed: a session started in
+		// that slot must never make Children read MaxSessions+1.
+		b.live.Add(-1)
 		b.mu.Lock()
 		b.stopping--
 		close(b.slotFreed)
 		b.slotFreed = make(chan struct{})
 		b.mu.Unlock()
-		b.live.Add(-1)
 		b.children.Done()
 	})
 	s.legacy = legacy
