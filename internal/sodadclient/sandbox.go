@@ -447,6 +447,10 @@ func (sb *Sandbox) ExecWith(ctx context.Context, argv []string, o ExecOptions, s
 		}
 		return ExecStatus{}, wrap(fmt.Sprintf("exec %s in sandbox %s", argv[0], sb.ID), err)
 	}
+	if err := ctx.Err(); err != nil {
+		// Answered once sodad killed it: cancelled, whatever its status.
+		return ExecStatus{}, fmt.Errorf("exec %s in sandbox %s: %w (the command was killed)", argv[0], sb.ID, err)
+	}
 	var st ExecStatus
 	var code int32
 	for k, dst := range map[string]any{"status": &code, "signal": &st.Signal, "timed_out": &st.TimedOut,
