@@ -12,7 +12,9 @@ import (
 // AttackScript is a host-load attack to run in a sandbox, as python3 -c
 // AttackScript DIR KIND (DIR writable in the sandbox and readable by the
 // test): KIND forkbomb is issue 23's fork loop (every process forks for
-// ever, ignoring the refusals); cpuburn is 8 busy loops. The first process
+// ever, ignoring the refusals); cpuburn is 8 busy loops; both at nice 19
+// (which changes nothing of the cgroup's share against the host). The
+// first process
 // writes DIR/started once the attack runs, and ends (so the sandbox's
 // command ends) when DIR/stop appears or after 90 s; it forks nothing
 // meanwhile, so it never waits for a task slot. Before it ends it writes
@@ -44,12 +46,18 @@ def bomb():
 def burn():
     while True:
         pass
+# The attack runs at nice 19 inside the sandbox, its controller (this
+# process) at 0: the sandbox's share of the host is its cgroup's, whatever
+# the niceness within it, but with thousands of its own processes at the
+# same nice the controller could wait a minute for a CPU to see DIR/stop.
 if kind == 'forkbomb':
     if os.fork() == 0:
+        os.nice(19)
         bomb()
 else:
     for _ in range(8):
         if os.fork() == 0:
+            os.nice(19)
             burn()
 c0, t0 = cpu_ns(), time.time()
 open(d + '/started', 'w').close()
