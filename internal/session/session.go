@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"path"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -637,7 +636,7 @@ func (s *Session) snap(ctx context.Context, o snapOpts) (*snapshot, error) {
 	if o.maxBytes == 0 {
 		o.maxBytes = s.m.lim.Quota + s.m.lim.Quota/8 + 1<<20
 	}
-	argv := append([]string{"bash", "-c", snapshotScript, "soda-snapshot", strconv.FormatInt(s.m.lim.Quota, 10)}, paths...)
+	argv := append([]string{"bash", "-c", snapshotScript, "soda-snapshot"}, paths...)
 	pr, pw := io.Pipe()
 	type parsed struct {
 		snap *snapshot

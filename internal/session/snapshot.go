@@ -15,38 +15,32 @@ import (
 )
 
 // A snapshot of the workspace is one command in the sandbox (snapshotScript)
-// whose standard output is the entries it had to open up (below), then a
-// listing of every entry, made by find, then a tar stream of the requested
-// paths. The listing is the truth about what exists, its type and its
-// mode (tar skips sockets and cannot read what the agent made
-// unreadable); the tar stream gives the contents of regular files. Both
-// are untrusted input: parsed with bounds on entries, on the listing's
-// bytes (maxListing; a name longer than maxPathLen is kept shortened,
-// keyOf) and on the contents' bytes.
+// whose standard output is a listing of every entry, made by find, then a
+// tar stream of the requested paths. The listing is the truth about what
+// exists, its type and its mode (tar skips sockets and cannot read what
+// the agent made unreadable); the tar stream gives the contents of
+// regular files. Both are untrusted input: parsed with bounds on entries,
+// on the listing's bytes (maxListing; a name longer than maxPathLen is
+// kept shortened, keyOf) and on the contents' bytes (past them, files
+// stay unread: a sparse file far larger than the workspace, say).
 //
-// Entries the owner cannot read (a file) or enter (a directory) are made
-// readable for the copy and their modes put back after it, in reverse
-// order, the workspace itself included: no process of the agent's runs
-// between calls (every call's processes end with it), so nothing sees
-// the change. The tar stream leaves out what the host would not read
-// anyway: a file larger than the workspace (a sparse one: $1, bytes) and
-// a path longer than PATH_MAX; both are listed, as unread.
-//
-// The arguments: the largest file to copy, then the paths.
-const snapshotScript = `max=$1; shift
-if [[ ! -r ` + Workspace + ` || ! -x ` + Workspace + ` ]]; then
+// Entries the owner cannot read (a file) or enter (a directory) are
+// listed as they are, then made readable for the copy, and their modes
+// put back after it, in reverse order, the workspace itself included: no
+// process of the agent's runs between calls (every call's processes end
+// with it), so nothing sees the change. find prints those on fd 3, into a
+// bash array (not a file: the agent may have filled /tmp).
+const snapshotScript = `if [[ ! -r ` + Workspace + ` || ! -x ` + Workspace + ` ]]; then
 	top=$(stat -c %a ` + Workspace + `) && chmod u+rx ` + Workspace + ` || exit 3
 fi
 cd ` + Workspace + ` || exit 3
-# Opened for the copy, put back after: "mode path" pairs.
-mapfile -d '' fixed < <(find . -mindepth 1 \( -type d ! -perm -u=rx -printf '%m\0%p\0' -execdir chmod u+rx -- {} \; \) -o \( ! -type d ! -type l ! -perm -u=r -printf '%m\0%p\0' -execdir chmod u+r -- {} + \))
-if ((${#fixed[@]})); then printf '%s\0' "${fixed[@]}"; fi
+rec='%y\0%m\0%s\0%l\0%p\0'
+exec 4>&1
+mapfile -d '' fixed < <(find . -mindepth 1 \( -type d ! -perm -u=rx -printf "$rec" -fprintf /dev/fd/3 '%m\0%p\0' -execdir chmod u+rx -- {} \; \) -o \( ! -type d ! -type l ! -perm -u=r -printf "$rec" -fprintf /dev/fd/3 '%m\0%p\0' -execdir chmod u+r -- {} + \) -o -printf "$rec" 3>&1 1>&4)
+exec 4>&-
 printf '\0'
-find . -mindepth 1 -printf '%y\0%m\0%s\0%l\0%p\0'
-printf '\0'
-find "$@" -regextype posix-extended \( -type f -size +"$max"c \) -o -regex '.{4097,}' -o -print0 |
-	tar -c -f - --null --no-recursion --ignore-failed-read --no-wildcards -T -
-rc=${PIPESTATUS[1]}
+tar -c -f - --ignore-failed-read --no-wildcards -- "$@"
+rc=$?
 # Back as the agent left them, deepest first; a path too long for one
 # call is reached a directory at a time.
 back() { chmod "$1" -- "$2" 2>/dev/null || (p=$2; while [[ $p == */* ]]; do cd -- "${p%%/*}" || exit; p=${p#*/}; done; chmod "$1" -- "$p"); }
@@ -225,42 +219,13 @@ func (r *nulReader) name() (string, bool, error) {
 	}
 }
 
-// readFixed reads the entries the script opened up for the copy: pairs
-// of octal mode (as the agent left it) and ./path, ended by an empty
-// field.
-func readFixed(r *nulReader, max int) (map[string]int64, error) {
-	out := map[string]int64{}
-	for {
-		modeS, err := r.field()
-		if err != nil || modeS == "" {
-			return out, err
-		}
-		name, err := r.field()
-		if err != nil {
-			return nil, err
-		}
-		if len(out) >= max {
-			return nil, fmt.Errorf("read the workspace: more than %d entries", max)
-		}
-		mode, err := strconv.ParseInt(modeS, 8, 64)
-		if err != nil {
-			return nil, fmt.Errorf("read the workspace: mode %q of %q", modeS, name)
-		}
-		out[strings.TrimPrefix(name, "./")] = mode & 0o7777
-	}
-}
-
 // readListing reads the find listing: records of five NUL-terminated
 // fields (type letter, octal mode, size, symlink target, ./path), ended
-// by an empty field, after the entries the script opened up (readFixed),
-// whose modes are the ones the agent left them.
+// by an empty field. An entry the script opens up for the copy is listed
+// before, with the mode the agent left it.
 func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
 	// A name is kept up to just past maxPathLen: keyOf tells it is long.
 	r := &nulReader{br: br, budget: maxListing}
-	fixed, err := readFixed(r, max)
-	if err != nil {
-		return err
-	}
 	for {
 		typ, err := r.field()
 		if err != nil {
@@ -290,9 +255,6 @@ func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
 		mode, err := strconv.ParseInt(modeS, 8, 64)
 		if err != nil {
 			return fmt.Errorf("read the workspace: mode %q of %q", modeS, name)
-		}
-		if m, ok := fixed[name]; ok {
-			mode = m
 		}
 		e := &Entry{Mode: mode & 0o7777, Unread: true, LongName: long}
 		switch typ {
