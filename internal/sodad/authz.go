@@ -118,16 +118,15 @@ func (a authz) allowed(ctx context.Context, c caller, action string, details map
 	return a.check(ctx, c, action, details, false, "", "") == nil
 }
 
-// owned decides an operation on a sandbox: its owner needs ownAction
-// ("" for none), anyone else manage-other and then ownAction.
-func (a authz) owned(ctx context.Context, c caller, owner uint32, ownAction string, details map[string]string, interactive bool, refusedName, refusedMsg string) *dbus.Error {
+// owned decides op on a sandbox of owner's: its owner needs op.own
+// (nothing if ""), anyone else op.other.
+func (a authz) owned(ctx context.Context, c caller, owner uint32, op operation, details map[string]string, interactive bool) *dbus.Error {
+	action := op.own
 	if c.UID != owner {
-		if err := a.check(ctx, c, ActionManageOther, details, interactive, "", ""); err != nil {
-			return err
-		}
+		action = op.other
 	}
-	if ownAction == "" {
+	if action == "" {
 		return nil
 	}
-	return a.check(ctx, c, ownAction, details, interactive, refusedName, refusedMsg)
+	return a.check(ctx, c, action, details, interactive, "", "")
 }

@@ -208,7 +208,7 @@ func (m sandboxMethods) Kill(sender dbus.Sender, sig int32, opts map[string]dbus
 	if err != nil {
 		return err
 	}
-	if err := b.d.authz.owned(ctx, c, b.owner, "", b.details(), o.Interactive, "", ""); err != nil {
+	if err := b.d.authz.owned(ctx, c, b.owner, opKill, b.details(), o.Interactive); err != nil {
 		return err
 	}
 	if sig < 1 || sig > 64 {
@@ -260,13 +260,12 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		method = "Grant"
 	}
 	if !add {
-		// Revoking only narrows: the owner needs nothing, others manage-other.
-		if err := b.d.authz.owned(ctx, c, b.owner, "", details, o.Interactive, "", ""); err != nil {
+		if err := b.d.authz.owned(ctx, c, b.owner, opRevoke, details, o.Interactive); err != nil {
 			return err
 		}
 	} else {
 		if c.UID != b.owner {
-			if err := b.d.authz.check(ctx, c, ActionManageOther, details, o.Interactive, "", ""); err != nil {
+			if err := b.d.authz.check(ctx, c, ActionGrantOther, details, o.Interactive, "", ""); err != nil {
 				return err
 			}
 		}
@@ -357,7 +356,7 @@ func (m sandboxMethods) ReadAudit(sender dbus.Sender, cursor uint64, max uint32,
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := b.d.authz.owned(ctx, c, b.owner, "", b.details(), o.Interactive, "", ""); err != nil {
+	if err := b.d.authz.owned(ctx, c, b.owner, opReadAudit, b.details(), o.Interactive); err != nil {
 		return nil, 0, err
 	}
 	if max == 0 || max > maxReadAudit {

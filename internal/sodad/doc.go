@@ -15,8 +15,9 @@
 // Who calls is taken from the bus (GetConnectionCredentials of the
 // message's sender), never from arguments; polkit is asked about the
 // caller's unique bus name (internal/polkit), in one place (authorize) for
-// every method, with the action the method and its request need
-// (create, grant, beyond-profile, manage-other).
+// every method, with the action the method and its request need: one per
+// operation (create, grant, beyond-profile, exec, kill, read-audit), and
+// for another user's sandbox its -other variant (names.go).
 //
 // A record per sandbox is kept in the state directory under a lock
 // (state.go). This first version cannot re-adopt a sandbox after a restart

@@ -28,8 +28,8 @@ const maxExecTimeout = time.Hour
 // everything the command left in the sandbox is dead too), interactive
 // (b). Fds: stdin, stdout, stderr, and cancel (the read end of a pipe:
 // its hang-up kills the command, as the caller cancelling must, since a
-// bus call cannot be withdrawn). Only the owner, or a caller polkit
-// grants manage-other, may.
+// bus call cannot be withdrawn). Its owner needs polkit's exec, anyone
+// else exec-other.
 func (m sandboxMethods) Exec(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (int32, string, bool, *dbus.Error) {
 	es, err := m.exec(sender, argv, opts, fds)
 	if err != nil {
@@ -129,7 +129,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
-	if err := b.d.authz.owned(ctx, c, b.owner, "", b.details(), o.Interactive, "", ""); err != nil {
+	if err := b.d.authz.owned(ctx, c, b.owner, opExec, b.details(), o.Interactive); err != nil {
 		return sandbox.ExitStatus{}, err
 	}
 	sb := b.running()

@@ -21,12 +21,48 @@ const (
 	ErrorPrefix = "io.github.soda_project.Soda1.Error."
 )
 
-// The polkit actions, one per operation.
+// The polkit actions, one per operation (polkit/io.github.soda_project.soda1.policy
+// has their defaults). An operation on one's own sandbox asks for the
+// plain action, on another user's for its -other variant.
 const (
-	ActionCreate        = "io.github.soda_project.soda1.create"
-	ActionGrant         = "io.github.soda_project.soda1.grant"
+	// ActionCreate is CreateSandbox within the profile.
+	ActionCreate = "io.github.soda_project.soda1.create"
+	// ActionGrant is Grant on one's own sandbox within its profile.
+	ActionGrant = "io.github.soda_project.soda1.grant"
+	// ActionBeyondProfile is CreateSandbox or Grant beyond the profile.
 	ActionBeyondProfile = "io.github.soda_project.soda1.beyond-profile"
-	ActionManageOther   = "io.github.soda_project.soda1.manage-other"
+	// ActionExec is Exec and ExecEx in one's own sandbox.
+	ActionExec = "io.github.soda_project.soda1.exec"
+	// ActionKill is Kill of one's own sandbox.
+	ActionKill = "io.github.soda_project.soda1.kill"
+	// ActionReadAudit is ReadAudit of one's own sandbox.
+	ActionReadAudit = "io.github.soda_project.soda1.read-audit"
+	// ActionExecOther is Exec and ExecEx in another user's sandbox.
+	ActionExecOther = "io.github.soda_project.soda1.exec-other"
+	// ActionKillOther is Kill of another user's sandbox.
+	ActionKillOther = "io.github.soda_project.soda1.kill-other"
+	// ActionGrantOther is Grant and Revoke on another user's sandbox (a
+	// Grant asks for grant or beyond-profile as well).
+	ActionGrantOther = "io.github.soda_project.soda1.grant-other"
+	// ActionReadAuditOther is ReadAudit of another user's sandbox.
+	ActionReadAuditOther = "io.github.soda_project.soda1.read-audit-other"
+	// ActionManageOther is seeing another user's sandboxes (ListSandboxes,
+	// GetSandbox, properties); it implies every -other action.
+	ActionManageOther = "io.github.soda_project.soda1.manage-other"
+)
+
+// Operations on an existing sandbox: the action its owner needs ("" for
+// none) and the one anyone else needs.
+type operation struct{ own, other string }
+
+// The operations on an existing sandbox.
+var (
+	opExec      = operation{ActionExec, ActionExecOther}
+	opKill      = operation{ActionKill, ActionKillOther}
+	opReadAudit = operation{ActionReadAudit, ActionReadAuditOther}
+	// opRevoke only narrows what the sandbox reaches: its owner needs
+	// nothing.
+	opRevoke = operation{"", ActionGrantOther}
 )
 
 // SandboxPath is the object path of the sandbox id, escaped as

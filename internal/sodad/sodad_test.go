@@ -287,31 +287,35 @@ func TestAuthorization(t *testing.T) {
 	root := caller{Sender: ":1.1", UID: 0}
 	yes := polkit.Result{Authorized: true}
 	ask := polkit.Result{Challenge: true}
+	no := polkit.Result{}
 	f := &fakeAuth{answers: map[string]polkit.Result{
-		":1.1 " + ActionManageOther: yes, ":1.1 " + ActionGrant: yes,
-		":1.11 " + ActionManageOther: ask, ":1.10 " + ActionGrant: yes,
+		":1.1 " + ActionExecOther: yes, ":1.1 " + ActionGrantOther: yes,
+		":1.10 " + ActionExec: yes, ":1.10 " + ActionKill: no, ":1.10 " + ActionReadAudit: yes,
+		":1.11 " + ActionExecOther: ask, ":1.11 " + ActionKillOther: no,
 	}}
 	a := authz{auth: f}
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name        string
 		c           caller
-		action      string
+		op          operation
 		interactive bool
 		wantErr     string
 		wantAsked   []string
 	}{
-		{"owner kills own", alice, "", false, "", nil},
-		{"other user kill", bob, "", false, ErrInteractiveAuth, []string{":1.11 " + ActionManageOther}},
-		{"other user interactive, refused", bob, "", true, ErrAccessDenied, []string{":1.11 " + ActionManageOther}},
-		{"root manages other", root, "", false, "", []string{":1.1 " + ActionManageOther}},
-		{"owner grants", alice, ActionGrant, false, "", []string{":1.10 " + ActionGrant}},
-		{"root grants on another's", root, ActionGrant, false, "", []string{":1.1 " + ActionManageOther, ":1.1 " + ActionGrant}},
-		{"owner beyond the profile", alice, ActionBeyondProfile, false, ErrExceedsProfile, []string{":1.10 " + ActionBeyondProfile}},
+		{"owner execs in own", alice, opExec, false, "", []string{":1.10 " + ActionExec}},
+		{"owner refused kill by a rule", alice, opKill, false, ErrAccessDenied, []string{":1.10 " + ActionKill}},
+		{"owner reads own audit", alice, opReadAudit, false, "", []string{":1.10 " + ActionReadAudit}},
+		{"owner revokes: no action", alice, opRevoke, false, "", nil},
+		{"other user exec", bob, opExec, false, ErrInteractiveAuth, []string{":1.11 " + ActionExecOther}},
+		{"other user exec interactive, refused", bob, opExec, true, ErrAccessDenied, []string{":1.11 " + ActionExecOther}},
+		{"other user kill refused", bob, opKill, false, ErrAccessDenied, []string{":1.11 " + ActionKillOther}},
+		{"root execs in another's", root, opExec, false, "", []string{":1.1 " + ActionExecOther}},
+		{"root revokes on another's", root, opRevoke, false, "", []string{":1.1 " + ActionGrantOther}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.asked = nil
-			err := a.owned(ctx, tc.c, alice.UID, tc.action, nil, tc.interactive, ErrExceedsProfile, "beyond")
+			err := a.owned(ctx, tc.c, alice.UID, tc.op, nil, tc.interactive)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Name != tc.wantErr) {
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}

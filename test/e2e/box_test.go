@@ -245,6 +245,15 @@ func (p *bg) finish(t *testing.T, timeout time.Duration) {
 }
 
 // clientResult is one JSON line of client.mjs.
+// probeResult is one connection of client.mjs probe: when it was opened
+// (from the probe's start) and how long it waited for its answer.
+type probeResult struct {
+	OpenedMS float64 `json:"opened_ms"`
+	WaitedMS float64 `json:"waited_ms"`
+	Status   int     `json:"status"`
+	Error    string  `json:"error"`
+}
+
 type clientResult struct {
 	OK        bool    `json:"ok"`
 	Text      string  `json:"text"`
@@ -264,6 +273,7 @@ type clientResult struct {
 	Probes    int            `json:"probes"`
 	Count     map[string]int `json:"count"`
 	MaxWaitMS float64        `json:"max_wait_ms"`
+	Results   []probeResult  `json:"results"`
 	// bench
 	Runs     int       `json:"runs"`
 	Times    []float64 `json:"ms_all"`

@@ -17,7 +17,9 @@ import (
 // session is refused the create action (allow_any=auth_admin) with a
 // challenge, allowed once the shipped example rules put it in group
 // soda-users; the auth_admin beyond-profile action stays refused until a
-// rule grants it to that user; root is allowed everything.
+// rule grants it to that user; root is allowed everything. An owner's
+// exec, kill and read-audit are allowed by default and a rule can forbid
+// one of them alone; manage-other implies the four -other actions.
 func TestPolkit(t *testing.T) {
 	if os.Getenv("SODA_E2E") != "1" {
 		t.Skip("the polkit test runs with SODA_E2E=1 (make test-e2e): it boots a systemd box")
@@ -102,19 +104,29 @@ useradd -M -U -s /bin/sh alice`, art)))
 		}
 	}
 	const (
-		create = "io.github.soda_project.soda1.create"
-		beyond = "io.github.soda_project.soda1.beyond-profile"
-		other  = "io.github.soda_project.soda1.manage-other"
+		prefix = "io.github.soda_project.soda1."
+		create = prefix + "create"
+		beyond = prefix + "beyond-profile"
+		other  = prefix + "manage-other"
 	)
+	// The -other actions: manage-other implies each of them.
+	others := []string{prefix + "exec-other", prefix + "kill-other", prefix + "grant-other", prefix + "read-audit-other"}
+	// An owner's own operations: allowed in any session by default.
+	owners := []string{prefix + "exec", prefix + "kill", prefix + "read-audit"}
 
 	// 1. Defaults: alice has no logind session here (allow_any applies).
-	for _, a := range []string{create, beyond, other} {
+	for _, a := range append([]string{create, beyond, other}, others...) {
 		if ok, ch := check("alice", a); ok || !ch {
 			t.Errorf("default %s for alice: authorized=%v challenge=%v, want refused with a challenge (auth_admin)", a, ok, ch)
 		}
 	}
+	for _, a := range owners {
+		if ok, _ := check("alice", a); !ok {
+			t.Errorf("default %s for alice: refused, want allowed (an owner's operation, allow_any=yes)", a)
+		}
+	}
 	// Root is authorized for everything (polkit's own rule for uid 0).
-	for _, a := range []string{create, beyond, other} {
+	for _, a := range append(append([]string{create, beyond, other}, others...), owners...) {
 		if ok, _ := check("", a); !ok {
 			t.Errorf("%s for root: refused", a)
 		}
@@ -139,6 +151,23 @@ useradd -M -U -s /bin/sh alice`, art)))
 	// Still not another user's sandbox.
 	if ok, _ := check("alice", other); ok {
 		t.Errorf("manage-other for alice: authorized without a rule")
+	}
+
+	// 4. Policy per operation: a rule forbids alice's exec in her own
+	// sandboxes and nothing else of hers; a rule granting manage-other
+	// grants every -other action by implication.
+	b.write(t, "/etc/polkit-1/rules.d/30-test.rules", `polkit.addRule(function(action, subject) {
+    if (action.id == "`+prefix+`exec" && subject.user == "alice")
+        return polkit.Result.NO;
+    if (action.id == "`+other+`" && subject.user == "alice")
+        return polkit.Result.YES;
+});
+`, "0644")
+	eventually("alice", prefix+"exec", false)
+	for _, a := range append([]string{prefix + "kill", prefix + "read-audit", other}, others...) {
+		if ok, _ := check("alice", a); !ok {
+			t.Errorf("%s for alice with exec forbidden and manage-other granted: refused", a)
+		}
 	}
 	srv.finish(t, 10*time.Second)
 	log := srv.stderr.String()

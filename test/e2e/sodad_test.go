@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -586,9 +587,22 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	// may not Exec in alice's sandbox; a sandbox that is not persistent
 	// says so.
 	list := must(t, as("alice", "busctl", "call", "--json=short", dest, mgr, "io.github.soda_project.Soda1.Manager", "ListSandboxes"))
-	heldPath := regexp.MustCompile(`"(/io/github/soda_project/Soda1/sandbox/dev_[^"]+)"`).FindStringSubmatch(list)
+	// One of the held sessions: a running sandbox of profile dev (the
+	// list keeps the ended ones too).
+	var listed struct {
+		Data [][][]any `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(list), &listed); err != nil || len(listed.Data) != 1 {
+		t.Fatalf("ListSandboxes while 8 sessions are held: %v: %s", err, list)
+	}
+	var heldPath []string
+	for _, e := range listed.Data[0] {
+		if len(e) == 5 && e[2] == "dev" && e[3] == "running" {
+			heldPath = []string{"", fmt.Sprint(e[4])}
+		}
+	}
 	if heldPath == nil {
-		t.Fatalf("ListSandboxes while 8 sessions are held: %s", list)
+		t.Fatalf("ListSandboxes while 8 sessions are held: no running sandbox of profile dev: %s", list)
 	}
 	const sbi = "io.github.soda_project.Soda1.Sandbox"
 	for _, c := range []struct {
@@ -601,13 +615,50 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 		{"alice", []string{"Exec", "asa{sv}a{sv}", "1", "true", "1", "timeout", "s", "5", "0"}, "want type t"},
 		{"alice", []string{"Exec", "asa{sv}a{sv}", "1", "true", "1", "uid", "u", "0", "0"}, "unknown option"},
 		{"alice", []string{"Exec", "asa{sv}a{sv}", "1", "true", "0", "1", "stdout", "s", "x"}, "want a variant of type h"},
-		{"bob", []string{"Exec", "asa{sv}a{sv}", "1", "true", "0", "0"}, "manage-other"},
+		{"bob", []string{"Exec", "asa{sv}a{sv}", "1", "true", "0", "0"}, "exec-other"},
 	} {
 		r := as(c.user, append([]string{"busctl", "call", dest, heldPath[1], sbi}, c.args...)...)
 		if r.err == nil || !strings.Contains(r.stderr+r.stdout, c.want) {
 			t.Errorf("%s: busctl call %v: want an error saying %q\n%s", c.user, c.args, c.want, r)
 		}
 	}
+	// Policy per operation: a rule forbids alice's exec in her own
+	// sandbox; she may still read its audit; without the rule she may
+	// exec again.
+	execTrue := []string{"busctl", "call", dest, heldPath[1], sbi, "Exec", "asa{sv}a{sv}", "1", "true", "0", "0"}
+	if r := as("alice", execTrue...); r.err != nil {
+		t.Errorf("alice's Exec in her own sandbox by default (the control):\n%s", r)
+	}
+	b.write(t, "/etc/polkit-1/rules.d/30-no-exec.rules", `polkit.addRule(function(action, subject) {
+    if (action.id == "io.github.soda_project.soda1.exec" && subject.user == "alice")
+        return polkit.Result.NO;
+});
+`, "0644")
+	// execUntil retries alice's Exec until ok says its result is the one
+	// wanted (polkitd reloads rules.d a moment after a change).
+	execUntil := func(what string, ok func(result) bool) {
+		t.Helper()
+		var last result
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if last = as("alice", execTrue...); ok(last) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: not within 30 s; the last Exec:\n%s", what, last)
+				return
+			}
+		}
+	}
+	// busctl prints the well-known AccessDenied as "Access denied", not
+	// sodad's message.
+	execUntil("a rule forbidding alice's exec in her own sandbox", func(r result) bool {
+		return r.err != nil && strings.Contains(r.stderr, "Access denied")
+	})
+	if r := as("alice", "busctl", "call", dest, heldPath[1], sbi, "ReadAudit", "tua{sv}", "0", "10", "0"); r.err != nil {
+		t.Errorf("alice's ReadAudit of her own sandbox while exec is forbidden:\n%s", r)
+	}
+	must(t, b.sh("rm /etc/polkit-1/rules.d/30-no-exec.rules"))
+	execUntil("alice's exec allowed again once the rule is gone", func(r result) bool { return r.err == nil })
 	t.Logf("figures: memory per idle session through sodad (8 held): sodad +%.0f KiB RSS each; the sandbox's init %.0f KiB RSS each (%d inits)",
 		sodadPer, float64(initKiB)/float64(max(len(inits), 1)), len(inits))
 	held.finish(t, 30*time.Second)

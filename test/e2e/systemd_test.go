@@ -825,6 +825,13 @@ func (e *env) testRestart(t *testing.T) {
 			t.Errorf("%d of %d connections during the restart failed with %s (want none refused)", n, pr.Probes, k)
 		}
 	}
+	// Which ones, against the restart (started 2 s after the probe).
+	for _, r := range pr.Results {
+		if r.Error != "" {
+			t.Logf("probe opened at %.0f ms (the restart began at about 2000 ms and took %.0f ms): %s after %.0f ms",
+				r.OpenedMS, float64(e.fig.restartTook.Milliseconds()), r.Error, r.WaitedMS)
+		}
+	}
 	if newPID := e.show(t, "soda-mcp@everything.service", "MainPID"); newPID == oldPID || newPID == "0" {
 		t.Errorf("MainPID %s -> %s: the service was not restarted", oldPID, newPID)
 	}
