@@ -1,6 +1,7 @@
 # soda — build, test, benchmark, package.
 #
-#   make            build every binary into bin/
+#   make            build the binaries into bin/, all but soda-generator
+#                   (the packages build it), and the mcpecho test fixture
 #   make run        bridge server-everything on 127.0.0.1:18100 (the README's demo)
 #   make check      install test peers, then every test (what CI runs)
 #   make test-hostload  the host-load tests (a fork bomb, a CPU burner in
