@@ -199,11 +199,27 @@ func run0(err error, stdout, stderr io.Writer) int {
 	}
 }
 
+// rootFlags returns the flags of sodactl itself, before a command: the
+// shared ones, bound to opts, and --version.
+func rootFlags(opts *options, showVersion *bool) *flag.FlagSet {
+	fs := sharedFlags(opts, "sodactl")
+	fs.BoolVar(showVersion, "version", false, "print the version")
+	return fs
+}
+
+// sharedFlags returns a FlagSet for cmd with the options every command
+// shares, bound to opts: all that "sodactl mcp list", "status" and
+// "token" take.
+func sharedFlags(opts *options, cmd string) *flag.FlagSet {
+	fs := newFlagSet(cmd)
+	opts.bind(fs)
+	return fs
+}
+
 func dispatch(args []string, stdout, stderr io.Writer) error {
 	opts := &options{configDir: config.DefaultDir}
-	fs := newFlagSet("sodactl")
-	opts.bind(fs)
-	showVersion := fs.Bool("version", false, "print the version")
+	showVersion := new(bool)
+	fs := rootFlags(opts, showVersion)
 	if err := parse(fs, args, rootUsage, "sodactl"); err != nil {
 		return err
 	}
@@ -233,8 +249,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 }
 
 func mcpCommand(opts *options, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sodactl mcp")
-	opts.bind(fs)
+	fs := sharedFlags(opts, "sodactl mcp")
 	if err := parse(fs, args, mcpUsage, "sodactl mcp"); err != nil {
 		return err
 	}
@@ -317,8 +332,7 @@ func oneName(pos []string, cmd string) (string, error) {
 
 // parseName parses the shared options and the one NAME argument of cmd.
 func parseName(opts *options, args []string, cmd string) (string, error) {
-	fset := newFlagSet(cmd)
-	opts.bind(fset)
+	fset := sharedFlags(opts, cmd)
 	pos, err := parseInterspersed(fset, args, mcpUsage, cmd)
 	if err != nil {
 		return "", err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -49,12 +50,19 @@ func mcpToken(opts *options, args []string, stdout io.Writer) error {
 	return err
 }
 
+// clientConfigFlags returns the flags of "sodactl mcp client-config": the
+// shared ones, bound to opts, and --client.
+func clientConfigFlags(opts *options, client *string) *flag.FlagSet {
+	fs := sharedFlags(opts, "sodactl mcp client-config")
+	fs.StringVar(client, "client", "", "client to configure")
+	return fs
+}
+
 // mcpClientConfig implements "sodactl mcp client-config NAME --client C".
 func mcpClientConfig(opts *options, args []string, stdout, stderr io.Writer) error {
 	const cmd = "sodactl mcp client-config"
-	fset := newFlagSet(cmd)
-	opts.bind(fset)
-	client := fset.String("client", "", "client to configure")
+	client := new(string)
+	fset := clientConfigFlags(opts, client)
 	pos, err := parseInterspersed(fset, args, mcpUsage, cmd)
 	if err != nil {
 		return err

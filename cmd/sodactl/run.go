@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -103,6 +104,11 @@ Options:
   --config-dir DIR         directory holding NAME.conf (default /etc/soda/mcp);
                            a NAME without one is granted if a soda-mcpd of
                            that name runs (its /run/soda/mcp/NAME.status.json)
+  --runtime-dir DIR        look for those runtime records in DIR only
+                           (default /run/soda/mcp, and
+                           $XDG_RUNTIME_DIR/soda/mcp for a user)
+  --token-file FILE        with one --mcp server, read its token from FILE
+                           instead of the configured one
   -v, --verbose            log each layer and egress decision
   -h, --help               show this help
 
@@ -159,11 +165,10 @@ type runOptions struct {
 	direct                    bool // build the sandbox in sodactl, not sodad
 }
 
-// runCommand implements "sodactl run"; it returns the exit code.
-func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, error) {
-	var ro runOptions
-	fs := newFlagSet("sodactl run")
-	opts.bind(fs)
+// flagSet returns the flags of "sodactl run", bound to ro and, for the
+// options every command shares, to opts.
+func (ro *runOptions) flagSet(opts *options) *flag.FlagSet {
+	fs := sharedFlags(opts, "sodactl run")
 	fs.Var(&ro.mcp, "mcp", "")
 	fs.StringVar(&ro.mcpConfig, "mcp-config", "", "")
 	fs.Var(&ro.mcpInside, "mcp-inside", "")
@@ -191,6 +196,13 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	fs.BoolVar(&ro.verbose, "v", false, "")
 	fs.StringVar(&ro.profile, "profile", "", "")
 	fs.BoolVar(&ro.direct, "direct", false, "")
+	return fs
+}
+
+// runCommand implements "sodactl run"; it returns the exit code.
+func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, error) {
+	var ro runOptions
+	fs := ro.flagSet(opts)
 	if err := parse(fs, args, runUsage, "sodactl run"); err != nil {
 		return exitSandbox, err
 	}

@@ -63,22 +63,35 @@ On a terminal polkit may ask for a password; elsewhere an action that
 needs one fails with a message saying so.
 `
 
+// sandboxOptions holds the options of the sodad commands of "sodactl
+// sandbox" (list, status, kill, grant, revoke, audit, profiles).
+type sandboxOptions struct {
+	asJSON, private, follow bool
+	signal                  string
+}
+
+// flagSet returns the flags of those commands, bound to so.
+func (so *sandboxOptions) flagSet() *flag.FlagSet {
+	fs := newFlagSet("sodactl sandbox")
+	fs.BoolVar(&so.asJSON, "json", false, "")
+	fs.BoolVar(&so.private, "private", false, "")
+	fs.BoolVar(&so.follow, "follow", false, "")
+	fs.StringVar(&so.signal, "signal", "TERM", "")
+	return fs
+}
+
 // sandboxCommand implements "sodactl sandbox".
 func sandboxCommand(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "mcp" {
 		return sandboxMCPCommand(args[1:], os.Stdin, stdout, stderr)
 	}
-	fs := newFlagSet("sodactl sandbox")
-	var asJSON, private, follow bool
-	sig := "TERM"
-	fs.BoolVar(&asJSON, "json", false, "")
-	fs.BoolVar(&private, "private", false, "")
-	fs.BoolVar(&follow, "follow", false, "")
-	fs.StringVar(&sig, "signal", sig, "")
+	var so sandboxOptions
+	fs := so.flagSet()
 	pos, err := parseInterspersed(fs, args, sandboxUsage, "sodactl sandbox")
 	if err != nil {
 		return err
 	}
+	asJSON, private, follow, sig := so.asJSON, so.private, so.follow, so.signal
 	if len(pos) == 0 {
 		return usagef("sodactl sandbox", "missing command (list, status, kill, grant, revoke, audit or profiles)")
 	}

@@ -55,8 +55,9 @@ Options:
                            egress proxy (repeatable). With --profile, the
                            profile's allow-list applies, narrowed to these
                            targets if given; with --direct, nothing else
-  --memory-max SIZE        memory of each sandbox (default 4G)
-  --tasks-max N            processes and threads of each sandbox (1024)
+  --memory SIZE            memory of each sandbox (default 4G)
+  --tasks N                processes and threads of each sandbox (default
+                           1024)
   --tmp-size SIZE          each sandbox's /tmp, /var/tmp and /dev/shm, one
                            tmpfs (default 256M)
   --home-size SIZE         each sandbox's home (default 256M). With the
@@ -73,33 +74,51 @@ Options:
   -h, --help               show this help
 `
 
+// sessionOptions holds the command line of "sodactl sandbox mcp".
+type sessionOptions struct {
+	lim                                                 session.Limits
+	direct, verbose                                     bool
+	quota, memory, tmpSize, homeSize, degraded, profile string
+	allow                                               listFlag
+	tasks                                               int64
+}
+
+// flagSet returns the flags of "sodactl sandbox mcp", bound to so. The
+// limits take the names sodactl run gives them (--memory, --tasks); the
+// names they had first, --memory-max and --tasks-max, are still accepted,
+// hidden.
+func (so *sessionOptions) flagSet() *flag.FlagSet {
+	fs := newFlagSet("sodactl sandbox mcp")
+	fs.StringVar(&so.profile, "profile", "", "")
+	fs.BoolVar(&so.direct, "direct", false, "")
+	fs.IntVar(&so.lim.MaxSessions, "max-sandboxes", so.lim.MaxSessions, "")
+	fs.StringVar(&so.quota, "quota", "512M", "")
+	fs.DurationVar(&so.lim.IdleExpiry, "idle-expiry", so.lim.IdleExpiry, "")
+	fs.DurationVar(&so.lim.ExecTimeout, "exec-timeout", so.lim.ExecTimeout, "")
+	fs.Var(&so.allow, "allow", "")
+	fs.StringVar(&so.memory, "memory", "", "")
+	fs.StringVar(&so.memory, "memory-max", "", "deprecated: use --memory")
+	fs.StringVar(&so.tmpSize, "tmp-size", "256M", "")
+	fs.StringVar(&so.homeSize, "home-size", "256M", "")
+	fs.StringVar(&so.lim.StoreDir, "store-dir", so.lim.StoreDir, "")
+	fs.Int64Var(&so.tasks, "tasks", 0, "")
+	fs.Int64Var(&so.tasks, "tasks-max", 0, "deprecated: use --tasks")
+	fs.StringVar(&so.degraded, "allow-degraded", "", "")
+	fs.BoolVar(&so.verbose, "verbose", false, "")
+	fs.BoolVar(&so.verbose, "v", false, "")
+	return fs
+}
+
 // sandboxMCPCommand implements "sodactl sandbox mcp".
 func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sodactl sandbox mcp")
-	lim := session.DefaultLimits
-	var direct, verbose bool
-	var quota, memMax, tmpSize, homeSize, degraded, profileName string
-	fs.StringVar(&profileName, "profile", "", "")
-	var allow listFlag
-	var tasksMax int64
-	fs.BoolVar(&direct, "direct", false, "")
-	fs.IntVar(&lim.MaxSessions, "max-sandboxes", lim.MaxSessions, "")
-	fs.StringVar(&quota, "quota", "512M", "")
-	fs.DurationVar(&lim.IdleExpiry, "idle-expiry", lim.IdleExpiry, "")
-	fs.DurationVar(&lim.ExecTimeout, "exec-timeout", lim.ExecTimeout, "")
-	fs.Var(&allow, "allow", "")
-	fs.StringVar(&memMax, "memory-max", "", "")
-	fs.StringVar(&tmpSize, "tmp-size", "256M", "")
-	fs.StringVar(&homeSize, "home-size", "256M", "")
-	fs.StringVar(&lim.StoreDir, "store-dir", lim.StoreDir, "")
-	fs.Int64Var(&tasksMax, "tasks-max", 0, "")
-	fs.StringVar(&degraded, "allow-degraded", "", "")
-	fs.BoolVar(&verbose, "verbose", false, "")
-	fs.BoolVar(&verbose, "v", false, "")
+	so := sessionOptions{lim: session.DefaultLimits}
+	fs := so.flagSet()
 	pos, err := parseInterspersed(fs, args, sandboxMCPUsage, "sodactl sandbox mcp")
 	if err != nil {
 		return err
 	}
+	lim, direct, verbose, profileName, allow, tasks := so.lim, so.direct, so.verbose, so.profile, so.allow, so.tasks
+	quota, memory, tmpSize, homeSize, degraded := so.quota, so.memory, so.tmpSize, so.homeSize, so.degraded
 	if len(pos) > 0 {
 		return usagef("sodactl sandbox mcp", "unexpected argument %q", pos[0])
 	}
@@ -130,10 +149,10 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		}
 		tmpl.Egress.Allow = append(tmpl.Egress.Allow, g)
 	}
-	if tmpl.Limits.MemoryMax, err = parseSize(memMax); err != nil {
-		return usagef("sodactl sandbox mcp", "--memory-max: %v", err)
+	if tmpl.Limits.MemoryMax, err = parseSize(memory); err != nil {
+		return usagef("sodactl sandbox mcp", "--memory: %v", err)
 	}
-	tmpl.Limits.TasksMax = tasksMax
+	tmpl.Limits.TasksMax = tasks
 	if tmpl.Limits.TmpSize, err = parseSize(tmpSize); err != nil || tmpl.Limits.TmpSize < 1<<20 {
 		return usagef("sodactl sandbox mcp", "--tmp-size %q: want a size of at least 1M", tmpSize)
 	}
@@ -168,7 +187,7 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		}
 		// The profile's allow-list, unless --allow narrows it; no MCP
 		// servers (a session runs commands, not an agent).
-		spec := sodadclient.Spec{MCP: []string{}, MemoryMax: uint64(tmpl.Limits.MemoryMax), TasksMax: uint64(tasksMax)}
+		spec := sodadclient.Spec{MCP: []string{}, MemoryMax: uint64(tmpl.Limits.MemoryMax), TasksMax: uint64(tasks)}
 		// The sizes of /tmp and the home are the profile's unless given:
 		// a request above its ceilings would be refused.
 		fs.Visit(func(f *flag.Flag) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -248,28 +247,6 @@ func TestSandboxCommands(t *testing.T) {
 	}
 	if code := <-done; code != 128+int(syscall.SIGINT) {
 		t.Errorf("sodactl run exited %d after sandbox kill --signal INT; want %d", code, 128+int(syscall.SIGINT))
-	}
-}
-
-// TestManPageFlags: every option the usages of run and sandbox name is in
-// sodactl(1).
-func TestManPageFlags(t *testing.T) {
-	man, err := os.ReadFile("../../man/sodactl.1.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`(?m)^  (--[a-z-]+)`)
-	for _, usage := range []string{runUsage, sandboxUsage} {
-		for _, m := range re.FindAllStringSubmatch(usage, -1) {
-			if !bytes.Contains(man, []byte("**"+m[1]+"**")) {
-				t.Errorf("sodactl(1) lacks **%s**", m[1])
-			}
-		}
-	}
-	for _, cmd := range []string{"list", "status", "kill", "grant", "revoke", "audit", "profiles"} {
-		if !bytes.Contains(man, []byte("**sandbox "+cmd+"**")) {
-			t.Errorf("sodactl(1) lacks **sandbox %s**", cmd)
-		}
 	}
 }
 

@@ -101,8 +101,7 @@ func configuredNames(dir string) ([]string, error) {
 
 func mcpList(opts *options, args []string, stdout io.Writer) error {
 	const cmd = "sodactl mcp list"
-	fset := newFlagSet(cmd)
-	opts.bind(fset)
+	fset := sharedFlags(opts, cmd)
 	pos, err := parseInterspersed(fset, args, mcpUsage, cmd)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,16 +34,36 @@ Options:
   --interval DURATION  time between samples (default 2s)
   --textfile-dir DIR   where the daemons' textfiles are (default
                        /run/soda/metrics)
+  --runtime-dir DIR    where the running soda-mcpd's runtime records are
+                       (default /run/soda/mcp, and $XDG_RUNTIME_DIR/soda/mcp
+                       for a user)
+  --config-dir DIR     accepted, as by every sodactl command; unused here
+  --token-file FILE    accepted, as by every sodactl command; unused here
   -h, --help           show this help
 `
 
+// topOptions holds the options of "sodactl top".
+type topOptions struct {
+	once     bool
+	interval time.Duration
+	textDir  string
+}
+
+// flagSet returns the flags of "sodactl top": the shared ones, bound to
+// opts, and its own, bound to to.
+func (to *topOptions) flagSet(opts *options) *flag.FlagSet {
+	fs := sharedFlags(opts, "sodactl top")
+	fs.BoolVar(&to.once, "once", false, "")
+	fs.DurationVar(&to.interval, "interval", 2*time.Second, "")
+	fs.StringVar(&to.textDir, "textfile-dir", metrics.TextfileDir, "")
+	return fs
+}
+
 func topCommand(opts *options, args []string, stdout io.Writer) error {
 	const cmd = "sodactl top"
-	fs := newFlagSet(cmd)
-	opts.bind(fs)
-	once := fs.Bool("once", false, "")
-	interval := fs.Duration("interval", 2*time.Second, "")
-	textDir := fs.String("textfile-dir", metrics.TextfileDir, "")
+	var to topOptions
+	fs := to.flagSet(opts)
+	once, interval, textDir := &to.once, &to.interval, &to.textDir
 	if err := parse(fs, args, topUsage, cmd); err != nil {
 		return err
 	}

@@ -108,24 +108,6 @@ func waitUnitGone(t *testing.T, p *ScopePlacer, unit string) {
 	}
 }
 
-func waitCount(t *testing.T, g *scopeGroup, n int) []int {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		pids, err := g.procs()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(pids) == n {
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds pids %v, want %d processes", g.unit, pids, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitSleeps waits until the scope holds n "sleep" processes and returns
 // all of its pids.
 func waitSleeps(t *testing.T, g *scopeGroup, n int) []int {

@@ -124,15 +124,14 @@ func runSupervisorMain() {
 }
 
 type supervisor struct {
-	ctl     *os.File
-	out     *json.Encoder
-	cfg     supConfig
-	cgfd    int
-	cgdir   string
-	cgrm    bool
-	pid     int           // the child
-	reaped  chan struct{} // closed once the child is reaped
-	reapErr chan error
+	ctl    *os.File
+	out    *json.Encoder
+	cfg    supConfig
+	cgfd   int
+	cgdir  string
+	cgrm   bool
+	pid    int           // the child
+	reaped chan struct{} // closed once the child is reaped
 }
 
 func runSupervisor() error {

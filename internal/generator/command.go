@@ -25,6 +25,10 @@ all sandboxes together get one CPU less than the host has (CPUQuota=),
 unless a drop-in in /etc/systemd/system/soda-sandbox.slice.d
 (/etc/systemd/user/... for users' managers) sets CPUQuota= itself.
 
+Options:
+  -h, --help  print this help and exit
+  --version   print the version and exit
+
 See soda-generator(8).
 `
 

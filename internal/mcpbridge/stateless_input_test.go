@@ -460,7 +460,9 @@ func TestStatelessInputGoSDK(t *testing.T) {
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Gopher"}}, nil
 		},
+		//lint:ignore SA1019 sampling is deprecated in 2026-07-28, not gone: the bridge must relay it
 		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			//lint:ignore SA1019 as above
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Lyon"}}, nil
 		},
 	})

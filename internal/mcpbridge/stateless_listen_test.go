@@ -195,6 +195,7 @@ func TestGoSDKStatelessListen(t *testing.T) {
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 			note("updated " + r.Params.URI)
 		},
+		//lint:ignore SA1019 logging is deprecated in 2026-07-28, not gone: the bridge must relay it
 		LoggingMessageHandler: func(context.Context, *mcp.LoggingMessageRequest) { note("log") },
 	})
 	tr := &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: h.sdkHTTPClient(), MaxRetries: -1}

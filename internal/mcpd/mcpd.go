@@ -62,8 +62,9 @@ type flags struct {
 	adhocCommand []string
 }
 
-func parseFlags(args []string, stderr io.Writer) (*flags, error) {
-	f := &flags{}
+// flagSet returns soda-mcpd's flags, bound to f, printing their errors
+// and the usage on stderr.
+func (f *flags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("soda-mcpd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -83,6 +84,12 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "", "log `FORMAT`: text or json (default: text, or journald-friendly text under systemd)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	return fs
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := f.flagSet(stderr)
 	var rest []string
 	for i, a := range args {
 		if a == "--" {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strings"
 	"time"
 )
 
@@ -246,6 +245,3 @@ func countFiles(m map[string]*Entry) int {
 	}
 	return n
 }
-
-// describe renders argv for a text result.
-func describe(argv []string) string { return strings.Join(argv, " ") }

@@ -46,7 +46,7 @@ func TestParseKind(t *testing.T) {
 
 func TestCheckFiles(t *testing.T) {
 	k := &Kind{Name: "sh", Files: []string{"*.sh"}}
-	ok := []File{{Path: "a.sh", Content: "echo"}, {Path: "lib/b.sh", Content: ""}, {Path: "é/ß.sh", Content: "‮ in text is text"}}
+	ok := []File{{Path: "a.sh", Content: "echo"}, {Path: "lib/b.sh", Content: ""}, {Path: "é/ß.sh", Content: "\u202e in text is text"}}
 	if err := CheckFiles(k, ok); err != nil {
 		t.Errorf("good files: %v", err)
 	}

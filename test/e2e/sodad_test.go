@@ -474,7 +474,6 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 			t.Errorf("after %s: sodactl sandbox status %s:\n%s", how, ids[0], out)
 		}
 	}
-	pid := strings.TrimSpace(must(t, b.run("systemctl", "show", "-P", "MainPID", "sodad")))
 	must(t, b.exec(runOpts{timeout: 60 * time.Second}, "systemctl", "restart", "sodad"))
 	survived("systemctl restart sodad")
 	jl := b.run("journalctl", "--no-pager", "-o", "cat", "-u", "sodad").stdout
@@ -485,7 +484,7 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 		t.Errorf("journal: %d 'sandbox adopted' after systemctl restart, want 6:\n%s", n, lastLines(jl, 30))
 	}
 
-	pid = strings.TrimSpace(must(t, b.run("systemctl", "show", "-P", "MainPID", "sodad")))
+	pid := strings.TrimSpace(must(t, b.run("systemctl", "show", "-P", "MainPID", "sodad")))
 	must(t, b.run("kill", "-9", pid))
 	waitFor(t, 20*time.Second, "sodad restarted after kill -9", func() bool {
 		p := strings.TrimSpace(b.run("systemctl", "show", "-P", "MainPID", "sodad").stdout)

@@ -40,7 +40,6 @@ type figures struct {
 	restartTook     time.Duration
 	restartProbes   string
 	lateClient      string
-	mcpdMainPIDs    string
 	killMain        string   // kill -9 of soda-mcpd with 3 sessions
 	killSupervisors []string // supervisors, then soda-mcpd, killed
 	stopSessions    string   // systemctl stop with 3 sessions

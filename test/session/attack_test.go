@@ -156,7 +156,7 @@ func TestQuotaTimeoutExpiry(t *testing.T) {
 // limit refuses, are in the result and the audit. A control first: the
 // limits must be enforced here (the cgroup layer applied).
 func TestLimitHits(t *testing.T) {
-	cs, _ := server(t, "--memory-max", "64M", "--tasks-max", "40")
+	cs, _ := server(t, "--memory", "64M", "--tasks", "40")
 	r, _ := must(t, cs, "sandbox_create", nil)
 	id := r.SandboxID
 	ctl, _ := must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"})

@@ -52,27 +52,41 @@ Options:
   --version                print the version
 `
 
-// Main runs soda-validated with args and returns its exit status.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// flags holds soda-validated's command line.
+type flags struct {
+	opts
+	verbose, version bool
+}
+
+// flagSet returns soda-validated's flags, bound to f, printing their
+// errors and the usage on stderr.
+func (f *flags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("soda-validated", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	dir := fs.String("config-dir", validate.DefaultDir, "")
-	transport := fs.String("transport", "stdio", "")
-	stateDir := fs.String("state-dir", validate.DefaultStateDir, "")
-	reconcile := fs.Bool("reconcile", false, "")
-	listen := fs.String("listen", "", "")
-	tokenFile := fs.String("token-file", "", "")
-	degraded := fs.String("allow-degraded", "", "")
-	textfile := fs.Bool("metrics-textfile", false, "")
-	sessionIdle := fs.Duration("session-idle", DefaultSessionIdle, "")
-	verbose := fs.Bool("verbose", false, "")
-	fs.BoolVar(verbose, "v", false, "")
-	showVersion := fs.Bool("version", false, "")
+	fs.StringVar(&f.dir, "config-dir", validate.DefaultDir, "")
+	fs.StringVar(&f.transport, "transport", "stdio", "")
+	fs.StringVar(&f.stateDir, "state-dir", validate.DefaultStateDir, "")
+	fs.BoolVar(&f.reconcile, "reconcile", false, "")
+	fs.StringVar(&f.listen, "listen", "", "")
+	fs.StringVar(&f.tokenFile, "token-file", "", "")
+	fs.StringVar(&f.degraded, "allow-degraded", "", "")
+	fs.BoolVar(&f.textfile, "metrics-textfile", false, "")
+	fs.DurationVar(&f.sessionIdle, "session-idle", DefaultSessionIdle, "")
+	fs.BoolVar(&f.verbose, "verbose", false, "")
+	fs.BoolVar(&f.verbose, "v", false, "")
+	fs.BoolVar(&f.version, "version", false, "")
+	return fs
+}
+
+// Main runs soda-validated with args and returns its exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var f flags
+	fs := f.flagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *showVersion {
+	if f.version {
 		fmt.Fprintln(stdout, "soda-validated", version.Version)
 		return 0
 	}
@@ -80,19 +94,19 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "soda-validated: name one KIND (its configuration is DIR/KIND.conf)")
 		return 2
 	}
-	if *transport != "stdio" && *transport != "http" {
-		fmt.Fprintf(stderr, "soda-validated: --transport %s: stdio or http\n", *transport)
+	if f.transport != "stdio" && f.transport != "http" {
+		fmt.Fprintf(stderr, "soda-validated: --transport %s: stdio or http\n", f.transport)
 		return 2
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if f.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	o := opts{kind: fs.Arg(0), dir: *dir, stateDir: *stateDir, degraded: *degraded, reconcile: *reconcile,
-		transport: *transport, listen: *listen, tokenFile: *tokenFile, textfile: *textfile, sessionIdle: *sessionIdle}
+	o := f.opts
+	o.kind = fs.Arg(0)
 	if o.sessionIdle <= 0 {
-		fmt.Fprintf(stderr, "soda-validated: --session-idle %s: a positive duration such as 15m\n", *sessionIdle)
+		fmt.Fprintf(stderr, "soda-validated: --session-idle %s: a positive duration such as 15m\n", o.sessionIdle)
 		return 2
 	}
 	if o.tokenFile == "" {
