@@ -55,9 +55,16 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool -modfile=tools/go.mod staticcheck ./...
 
+# With SODA_SKIPS=FILE (.ci/run sets it) go test runs through
+# test/skipreport, which prints what go test would and records every
+# test's outcome in FILE; "skipreport summary FILE" then lists the skips
+# and, under CI=true, fails on one that hides a test the machine could run.
+GOTEST  = $(if $(SODA_SKIPS),$(GO) run ./test/skipreport run $(SODA_SKIPS) -- $(GO) test -json,$(GO) test)
+GOTESTV = $(if $(SODA_SKIPS),$(GO) run ./test/skipreport run -v $(SODA_SKIPS) -- $(GO) test -json,$(GO) test -v)
+
 # -race needs cgo (gcc); the binaries under test stay static (bin/%).
 test-go: deps-test
-	$(GO) test -race -count=1 ./...
+	$(GOTEST) -race -count=1 ./...
 
 test-node: deps-test build
 	SODA_MCPD=$(CURDIR)/bin/soda-mcpd npm test --prefix test/node
@@ -78,7 +85,7 @@ test: check
 # against baselines taken just before and after it (testkit.Judge). The
 # sandbox and sodad ones boot a systemd box (SODA_E2E=1, root).
 test-hostload: deps-test
-	SODA_HOSTLOAD=1 SODA_E2E=1 $(GO) test -p 1 -count=1 -v -timeout 15m -run 'HostResponsive|HostLoad' \
+	SODA_HOSTLOAD=1 SODA_E2E=1 $(GOTESTV) -p 1 -count=1 -timeout 15m -run 'HostResponsive|HostLoad' \
 		./test/session/ ./test/validate/ ./test/sandbox/ ./test/e2e/
 
 # The demo server is read from this checkout, so its children run as the

@@ -188,7 +188,7 @@ func TestTokenNeverCreated(t *testing.T) {
 
 func TestTokenPermissionDenied(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("root reads any file")
+		t.Skip("host lacks: an unprivileged uid for this test (it runs as root, and root reads any file)")
 	}
 	f := newFixture(t)
 	path := filepath.Join(f.state, "jira.token")

@@ -326,7 +326,7 @@ func TestCgroup2Parent(t *testing.T) {
 		t.Errorf("parent gone after the group's Release: %v", err)
 	}
 	if !slices.Contains(strings.Fields(string(own)), "cpu") {
-		t.Skipf("SKIP (the rest): our cgroup %s hands no cpu controller down (cgroup.subtree_control %q): no cpu.max to hold a quota", filepath.Dir(parent), strings.TrimSpace(string(own)))
+		t.Skipf("host lacks: a cpu controller handed down (the rest of the test): our cgroup %s hands no cpu controller down (cgroup.subtree_control %q): no cpu.max to hold a quota", filepath.Dir(parent), strings.TrimSpace(string(own)))
 	}
 	if got := readTrim(t, filepath.Join(parent, "cpu.max")); got != "150000 100000" {
 		t.Errorf("the parent's cpu.max is %q, want 150000 100000", got)

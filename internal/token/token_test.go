@@ -314,7 +314,7 @@ func TestCreateExcl(t *testing.T) {
 
 func TestEnsureUnwritableDir(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("root ignores directory permissions")
+		t.Skip("host lacks: an unprivileged uid for this test (it runs as root, and root ignores directory permissions)")
 	}
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o500); err != nil {

@@ -22,7 +22,7 @@ import (
 // SODA_BENCH_OUT, to that file; nothing is gated on a time.
 func TestBenchSessions(t *testing.T) {
 	if os.Getenv("SODA_BENCH") != "1" {
-		t.Skip("the sessions benchmark runs with SODA_BENCH=1 (make bench-sessions)")
+		t.Skip(testkit.BenchmarkOnly + " the sessions benchmark runs with SODA_BENCH=1 (make bench-sessions)")
 	}
 	requireSandbox(t)
 	sodactl := filepath.Join(bin, "sodactl")

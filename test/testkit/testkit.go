@@ -36,6 +36,24 @@ func BuildBinaries(prefix string, cmds ...string) (string, error) {
 	return dir, nil
 }
 
+// HostLacks starts the reason of a skip that a control decided: the
+// machine lacks the feature the test needs. test/skipreport accepts such
+// skips in CI; any other skip of a test that runs nowhere else in the
+// suite fails CI.
+const HostLacks = "host lacks:"
+
+// BenchmarkOnly starts the reason of a skip of a benchmark run by a make
+// bench target (SODA_BENCH=1), never by CI: it measures, it does not
+// test. test/skipreport lists such skips apart.
+const BenchmarkOnly = "benchmark:"
+
+// SkipHostLacks skips t because a control found the machine without what
+// the test needs; the reason says what and which control.
+func SkipHostLacks(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Skipf(HostLacks+" "+format, args...)
+}
+
 // RequireSandbox skips t where the host cannot make a sandbox, after a
 // control: root can; otherwise an unprivileged user namespace must work.
 func RequireSandbox(t testing.TB) {
@@ -44,7 +62,7 @@ func RequireSandbox(t testing.TB) {
 		return
 	}
 	if err := exec.Command("unshare", "--user", "--map-current-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
-		t.Skipf("SKIP: no user namespaces for an unprivileged sandbox here (%v); CI runs these tests as root", err)
+		SkipHostLacks(t, "user namespaces for an unprivileged sandbox (unshare --user: %v); CI runs these tests as root", err)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 // the same run. Target: at most 1.5 times it. Nothing is gated on a time.
 func TestBenchValidate(t *testing.T) {
 	if os.Getenv("SODA_BENCH") != "1" {
-		t.Skip("the validation benchmark runs with SODA_BENCH=1 (make bench-validate)")
+		t.Skip(testkit.BenchmarkOnly + " the validation benchmark runs with SODA_BENCH=1 (make bench-validate)")
 	}
 	requireSandbox(t)
 	median, timeIt := testkit.Median, testkit.TimeIt
