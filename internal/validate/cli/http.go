@@ -195,7 +195,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, 
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
-	front := httpfront.New(log, httpfront.Options{Name: "validate-" + w.Kind().Name, Token: tok, MaxConnections: maxConnections,
+	front := httpfront.New(log, httpfront.Options{Name: "validate-" + w.Kind().Name, Token: tok, TokenCommand: tokenCommand(w.Kind().Name, o.stateDir), MaxConnections: maxConnections,
 		MaxHeaderBytes: maxHeaderBytes, ReadTimeout: readTimeout, RefuseOrigin: true, ExactHost: true,
 		Metrics: metrics.NewHTTP(reg, "validate-"+w.Kind().Name), MetricsHandler: reg.Handler()}, mux)
 	// /ready: 503 while draining or while clean-up is uncertain.
@@ -273,6 +273,20 @@ func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, 
 		return err
 	}
 	return failed
+}
+
+// tokenCommand is the command that prints the worker's token, named in
+// a 401: sodactl validate token KIND, with the state directory when it is
+// not the default (a worker run from a clone).
+func tokenCommand(kind, stateDir string) string {
+	cmd := "sodactl validate token " + kind
+	if filepath.Clean(stateDir) != validate.DefaultStateDir {
+		if abs, err := filepath.Abs(stateDir); err == nil {
+			stateDir = abs
+		}
+		cmd += " --state-dir " + stateDir
+	}
+	return cmd
 }
 
 // writeRPCError answers a request that was not processed with a JSON-RPC
