@@ -1,6 +1,6 @@
 # soda — build, test, benchmark, package.
 #
-#   make            build every binary into bin/
+#   make            build every binary into bin/ and render the man pages
 #   make run        bridge server-everything on 127.0.0.1:18100 (the README's demo)
 #   make check      install test peers, then every test (what CI runs)
 #   make test-hostload  the host-load tests (a fork bomb, a CPU burner in
@@ -23,7 +23,9 @@ EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dis
 
 .PHONY: all build test check test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
 
-all: build
+# The man pages need nothing the binaries do not: go-md2man comes from the
+# Go module proxy as the product's modules do (tools/go.mod).
+all: build man
 
 build: $(addprefix bin/,$(BINS)) bin/mcpecho
 
@@ -121,7 +123,9 @@ bench-conformance:
 
 man: $(MANS)
 
-# go-md2man is pinned as a tool dependency in tools/go.mod (not the product's go.mod).
+# go-md2man is pinned as a tool dependency in tools/go.mod (not the
+# product's go.mod); go tool builds it once and caches it. The rendered
+# pages are ignored by git (.gitignore) and removed by make clean.
 man/%: man/%.md
 	$(GO) tool -modfile=tools/go.mod go-md2man -in $< -out $@
 
