@@ -1,7 +1,8 @@
 # soda — build, test, benchmark, package.
 #
 #   make            build the binaries into bin/, all but soda-generator
-#                   (the packages build it), and the mcpecho test fixture
+#                   (the packages build it), and the mcpecho test fixture,
+#                   and render the man pages
 #   make run        bridge server-everything on 127.0.0.1:18100 (the README's demo)
 #   make check      install test peers, then every test (what CI runs)
 #   make test-hostload  the host-load tests (a fork bomb, a CPU burner in
@@ -22,11 +23,18 @@ BINS    := soda-mcpd sodactl soda-sandbox-init sodad soda-validated
 MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8 man/soda-profile.5 man/sodad.8 man/soda-validated.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
-.PHONY: all build test check test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
+.PHONY: all build build-note test check test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
 
-all: build
+# The man pages need nothing the binaries do not: go-md2man comes from the
+# Go module proxy as the product's modules do (tools/go.mod).
+all: build man
 
-build: $(addprefix bin/,$(BINS)) bin/mcpecho
+build: build-note $(addprefix bin/,$(BINS)) bin/mcpecho
+
+# A fresh clone waits for the Go modules and a cold build cache without a
+# word from go build: say so, once (no bin/ yet).
+build-note:
+	@[ -d bin ] || echo "build: the first build downloads the Go modules and compiles everything: a few minutes"
 
 # Static binaries (no cgo): soda-sandbox-init is executed as each sandbox's
 # PID 1, so every millisecond of dynamic loading counts; nothing needs libc.
@@ -43,6 +51,7 @@ FORCE:
 deps-test: test/node/node_modules/.package-lock.json
 
 test/node/node_modules/.package-lock.json: test/node/package-lock.json
+	@echo "deps-test: installing the MCP SDKs and server-everything into test/node (npm ci: a minute on a cold npm cache)"
 	npm ci --prefix test/node --no-audit --no-fund
 	@touch $@
 
@@ -64,6 +73,7 @@ GOTESTV = $(if $(SODA_SKIPS),$(GO) run ./test/skipreport run -v $(SODA_SKIPS) --
 
 # -race needs cgo (gcc); the binaries under test stay static (bin/%).
 test-go: deps-test
+	@echo "test-go: every Go test, with the race detector (it compiles every package first: minutes on a cold cache)"
 	$(GOTEST) -race -count=1 ./...
 
 test-node: deps-test build
@@ -133,7 +143,9 @@ bench-conformance:
 
 man: $(MANS)
 
-# go-md2man is pinned as a tool dependency in tools/go.mod (not the product's go.mod).
+# go-md2man is pinned as a tool dependency in tools/go.mod (not the
+# product's go.mod); go tool builds it once and caches it. The rendered
+# pages are ignored by git (.gitignore) and removed by make clean.
 man/%: man/%.md
 	$(GO) tool -modfile=tools/go.mod go-md2man -in $< -out $@
 

@@ -44,6 +44,11 @@ Commands:
   mcp client-config NAME --client CLIENT
         Print the snippet that adds soda-mcp@NAME to CLIENT
         (claude, codex, opencode or vscode).
+  validate token KIND
+        Print the bearer token of the validation worker
+        soda-validate@KIND ('sodactl validate --help').
+  validate client-config KIND --client CLIENT
+        Print the snippet that adds soda-validate@KIND to CLIENT.
 
 Options:
   --config-dir DIR    directory holding NAME.conf (default /etc/soda/mcp)
@@ -241,10 +246,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return sandboxCommand(rest[1:], stdout, stderr)
 	case "top":
 		return topCommand(opts, rest[1:], stdout)
+	case "validate":
+		return validateCommand(opts, rest[1:], stdout, stderr)
 	case "help":
 		return &helpRequest{rootUsage}
 	default:
-		return usagef("sodactl", "unknown command %q (known: mcp, run, sandbox, top)", rest[0])
+		return usagef("sodactl", "unknown command %q (known: mcp, run, sandbox, top, validate)", rest[0])
 	}
 }
 

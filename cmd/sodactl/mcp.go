@@ -40,8 +40,8 @@ func mcpToken(opts *options, args []string, stdout io.Writer) error {
 	}
 	tok, err := mcpgrant.ReadToken(name, path)
 	if errors.Is(err, fs.ErrNotExist) && unconfigured {
-		return fmt.Errorf("%w; note that %s does not exist either: soda-mcp@%s is not configured",
-			err, config.PathFor(opts.configDir, name), name)
+		return fmt.Errorf("%w; note that %s does not exist either: soda-mcp@%s is not configured%s",
+			err, config.PathFor(opts.configDir, name), name, validatorHint(name, "token"))
 	}
 	if err != nil {
 		return err
@@ -84,7 +84,11 @@ func mcpClientConfig(opts *options, args []string, stdout, stderr io.Writer) err
 	}
 	cfg := t.Config
 	if cfg.Path == "" {
-		fmt.Fprintf(stderr, "note: %s\n", t.Origin())
+		hint := ""
+		if t.Record == nil {
+			hint = validatorHint(name, "client-config")
+		}
+		fmt.Fprintf(stderr, "note: %s%s\n", t.Origin(), hint)
 	}
 	url, err := clientconfig.URL(cfg.Bridge.Listen)
 	if err != nil {
@@ -113,6 +117,17 @@ func mcpClientConfig(opts *options, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintln(stderr, hint)
 	return nil
+}
+
+// validatorHint points a name that looks like a validation worker's
+// (validate-KIND, as its 401 names it) to "sodactl validate CMD KIND":
+// the workers' tokens and addresses are not the bridges'.
+func validatorHint(name, cmd string) string {
+	kind, ok := strings.CutPrefix(name, "validate-")
+	if !ok || config.ValidName(kind) != nil {
+		return ""
+	}
+	return fmt.Sprintf("; for the validation worker soda-validate@%s, run sodactl validate %s %s", kind, cmd, kind)
 }
 
 func isClient(c string) bool {

@@ -122,6 +122,9 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 	if err != nil {
 		return nil, err
 	}
+	for _, line := range startNotices(plan.Host) {
+		fmt.Fprintln(stderr, line)
+	}
 	if p.set, err = mcprun.Start(ctx, log, mcprun.Options{Servers: plan.Host, Optional: plan.Optional, Dir: dir, ReservedPort: sandbox.DefaultProxyPort}); err != nil {
 		return nil, fmt.Errorf("--mcp-config %s: %w", file, err)
 	}
@@ -144,6 +147,37 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 	}
 	p.mask = sandbox.Mask{Path: file, Data: masked}
 	return p, nil
+}
+
+// startNotices are the lines said before the host servers start: one for
+// each server that a package runner (npx, uvx...) starts, which may
+// download its package first, so that the wait for its health check is
+// not silent.
+func startNotices(servers []mcpconfig.Server) []string {
+	var lines []string
+	for _, s := range servers {
+		runner := packageRunner(s.Command, s.Args)
+		if runner == "" {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("sodactl: MCP server %s: starting on the host (%s may download its package first; waiting up to %d s for it to answer)",
+			s.Name, runner, int(mcprun.DefaultStartTimeout.Seconds())))
+	}
+	return lines
+}
+
+// packageRunner names the package runner that command args is, "" when
+// it is none: npx, bunx, pnpx, uvx, or npm exec, pnpm dlx, yarn dlx, bun x.
+func packageRunner(command string, args []string) string {
+	base := filepath.Base(command)
+	sub := map[string][]string{"npm": {"exec", "x"}, "pnpm": {"dlx"}, "yarn": {"dlx"}, "bun": {"x"}}
+	switch {
+	case slices.Contains([]string{"npx", "bunx", "pnpx", "uvx"}, base):
+		return base
+	case len(args) > 0 && slices.Contains(sub[base], args[0]):
+		return base + " " + args[0]
+	}
+	return ""
 }
 
 // grants are what the agents' files name: the host servers' grants, then

@@ -280,8 +280,21 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	defer audit.Close()
+	// Refused egress is summed up once the command has ended (after the
+	// terminal is restored: this defer runs after restore's), instead of
+	// a warning per connection, when a sink has every attempt; without
+	// one the warnings are the only record and stay.
+	var refused egressTally
+	journal := systemd.JournalAvailable()
+	var sbID string
+	defer func() { refused.summary(stderr, auditWhere(journal, sbID, ro.auditJSON)) }()
 	ecfg := sandbox.Detect()
-	ecfg.Log, ecfg.Audit = log, audit.Write
+	ecfg.Log = log
+	ecfg.Audit = func(r sandbox.Record) {
+		refused.add(r)
+		audit.Write(r)
+	}
+	ecfg.QuietEgress = journal || ro.auditJSON != ""
 	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
 		return exitSandbox, err
 	}
@@ -324,6 +337,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		}
 		return exitSandbox, err
 	}
+	sbID = sb.ID
 	go func() {
 		for s := range sigs {
 			_ = sb.Signal(s.(syscall.Signal))
@@ -456,6 +470,20 @@ func mcpGrants(opts *options, names []string) ([]mcpgrant.Grant, error) {
 		grants = append(grants, g)
 	}
 	return grants, nil
+}
+
+// auditWhere says where a run's audit records are, for its egress
+// summary: the journal (with the sandbox's id) and the --audit-json
+// file; nil when neither (the warnings on stderr are then the record).
+func auditWhere(journal bool, id, jsonPath string) []string {
+	var where []string
+	if journal {
+		where = append(where, "in the journal (journalctl SODA_SANDBOX="+id+")")
+	}
+	if jsonPath != "" {
+		where = append(where, "in "+jsonPath)
+	}
+	return where
 }
 
 // auditSink is where the audit trail goes: the journal when there is one

@@ -61,6 +61,20 @@ func OpenLedger(dir string) (*Ledger, error) {
 // Dir returns the ledger's directory.
 func (l *Ledger) Dir() string { return l.dir }
 
+// Close removes the ledger's directory when it holds no record, so that
+// a clean stop leaves nothing behind. A directory that still holds
+// records (a child whose group could not be emptied, or the children of
+// another live instance sharing it) is kept for the next Recover.
+func (l *Ledger) Close() error {
+	err := os.Remove(l.dir)
+	switch {
+	case err == nil, errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+		return nil
+	default:
+		return fmt.Errorf("remove child ledger %s: %w", l.dir, err)
+	}
+}
+
 func (l *Ledger) path(id string) string { return filepath.Join(l.dir, id+".json") }
 
 // add records p, which has just started.
@@ -85,6 +99,11 @@ func (l *Ledger) add(p *Process) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
+	}
+	// Another instance sharing the directory may have removed it empty
+	// (Close) since this one opened it.
+	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		return fmt.Errorf("child ledger: %w", err)
 	}
 	tmp := l.path(p.id) + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {

@@ -91,11 +91,13 @@ func tryLock(path string, create bool) (*scopeLock, error) {
 // while another process holds it (a sweeper stopping a leftover of the
 // same name) until ctx ends.
 func acquireScopeLock(ctx context.Context, dir, unit string) (*scopeLock, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("scope lock directory: %w", err)
-	}
 	path := filepath.Join(dir, unit+lockSuffix)
 	for {
+		// In the loop: an owner that stopped may remove the directory
+		// once it is empty (RemoveLockDir).
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("scope lock directory: %w", err)
+		}
 		l, err := tryLock(path, true)
 		switch {
 		case err == nil:
@@ -123,6 +125,20 @@ func (l *scopeLock) release(remove bool) {
 		_ = os.Remove(l.path)
 	}
 	l.f.Close()
+}
+
+// RemoveLockDir removes dir, a directory of scope locks (WithLockDir),
+// when it holds none: an owner that stopped cleanly released and removed
+// its locks. A directory with locks left (of a live owner, or of scopes
+// a later sweep stops) is kept.
+func RemoveLockDir(dir string) error {
+	err := os.Remove(dir)
+	switch {
+	case err == nil, errors.Is(err, os.ErrNotExist), errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
+		return nil
+	default:
+		return fmt.Errorf("remove scope lock directory %s: %w", dir, err)
+	}
 }
 
 // lockedUnits lists the unit names that have a lock file in dir and

@@ -37,6 +37,9 @@ type Options struct {
 	// Token is the bearer token clients must present; empty disables
 	// authentication (Auth=none).
 	Token string
+	// TokenCommand is the command that prints Token, named in the body
+	// of a 401 (default "sodactl mcp token NAME").
+	TokenCommand string
 	// MaxConnections bounds simultaneous authenticated client connections,
 	// across all listeners; 0 means no bound. Up to pendingPerSlot times as
 	// many connections may be open that have not authenticated yet; at that
@@ -106,6 +109,14 @@ func New(log *slog.Logger, opts Options, next http.Handler) *Front {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return f
+}
+
+// tokenCommand is what prints the token, for a client refused without it.
+func (f *Front) tokenCommand() string {
+	if f.opts.TokenCommand != "" {
+		return f.opts.TokenCommand
+	}
+	return "sodactl mcp token " + f.opts.Name
 }
 
 // SetDraining makes /ready answer 503.
@@ -186,7 +197,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			realm += `, error="invalid_token"`
 		}
 		w.Header().Set("WWW-Authenticate", realm)
-		deny(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token> (sodactl mcp token "+f.opts.Name+")")
+		deny(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token> ("+f.tokenCommand()+")")
 		return
 	}
 	if gc != nil {

@@ -293,6 +293,37 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestAuthHintNamesTokenCommand: a 401 names the command that prints the
+// token: sodactl mcp token NAME for a bridge, the one it is given for
+// another server (a validation worker's token is not a bridge's).
+func TestAuthHintNamesTokenCommand(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    Options
+		want    string
+		wantNot string
+	}{
+		{"bridge", Options{Name: "jira", Token: testToken}, "(sodactl mcp token jira)", ""},
+		{"validator", Options{Name: "validate-shellcheck", Token: testToken, TokenCommand: "sodactl validate token shellcheck"},
+			"(sodactl validate token shellcheck)", "sodactl mcp token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := start(t, tt.opts)
+			r := s.do(t, request{})
+			if r.status != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401 (body %q)", r.status, r.body)
+			}
+			if !strings.Contains(r.body, tt.want) {
+				t.Errorf("401 body %q does not name %q", r.body, tt.want)
+			}
+			if tt.wantNot != "" && strings.Contains(r.body, tt.wantNot) {
+				t.Errorf("401 body %q names %q", r.body, tt.wantNot)
+			}
+		})
+	}
+}
+
 func TestNoToken(t *testing.T) {
 	s := start(t, Options{})
 	tests := []struct {

@@ -315,3 +315,59 @@ func TestChildLeastPrivilege(t *testing.T) {
 		t.Errorf("no log line saying who the children run as:\n%s", f.log())
 	}
 }
+
+// TestStopRemovesLedger: a clean stop (SIGTERM) leaves no NAME.children
+// directory in the runtime directory, also after a crash: the records a
+// killed soda-mcpd left are recovered at the next start, and that one's
+// clean stop removes the directory.
+func TestStopRemovesLedger(t *testing.T) {
+	tests := []struct {
+		name  string
+		crash bool // kill -9 a first soda-mcpd with a live child
+	}{
+		{"clean stop", false},
+		{"clean stop after a crash", true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rundir := t.TempDir()
+			name := fmt.Sprintf("ledger%d-%d", os.Getpid(), i)
+			dir := filepath.Join(rundir, name+".children")
+			if tt.crash {
+				f := startForeground(t, name, rundir, echoBin)
+				f.session(t)
+				f.cmd.Process.Signal(syscall.SIGKILL)
+				<-f.done
+				f.cmd.Wait()
+				if recs, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(recs) != 1 {
+					t.Fatalf("control: %d child records after kill -9, want 1", len(recs))
+				}
+			}
+			f := startForeground(t, name, rundir, echoBin)
+			f.session(t)
+			if recs, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(recs) != 1 {
+				t.Fatalf("%d child records with one session, want 1:\n%s", len(recs), f.log())
+			}
+			f.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-f.done:
+			case <-time.After(15 * time.Second):
+				t.Fatalf("soda-mcpd did not stop within 15s of SIGTERM:\n%s", f.log())
+			}
+			if err := f.cmd.Wait(); err != nil {
+				t.Errorf("soda-mcpd: %v\n%s", err, f.log())
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				ents, _ := os.ReadDir(dir)
+				t.Errorf("%s left after a clean stop (%v, %d entries):\n%s", dir, err, len(ents), f.log())
+			}
+			if ents, _ := os.ReadDir(rundir); len(ents) != 1 || ents[0].Name() != "tok" {
+				var names []string
+				for _, e := range ents {
+					names = append(names, e.Name())
+				}
+				t.Errorf("runtime directory after a clean stop: %v, want only the test's token file", names)
+			}
+		})
+	}
+}

@@ -301,6 +301,8 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	warnUnreachable(log, identity, cfg)
 	placer := newPlacer(ctx, log, cfg)
 	ledger := recoverChildren(ctx, log, cfg, placer)
+	// Last, once every child is gone, whichever way Run returns.
+	defer removeRuntimeDirs(log, ledger, cfg.Name)
 	log.Info("children run supervised, without capabilities, with no_new_privs", "user", identity.String())
 	spec := child.Spec{
 		Argv:      cfg.Command,
@@ -555,7 +557,7 @@ func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.P
 	}
 	if sp, err := child.NewSystemdPlacer(ctx, log, "soda-mcp-"+cfg.Name, "", limits); err == nil {
 		// Its RuntimeDirectory= is writable under ProtectSystem=strict.
-		sp.WithLockDir(strings.TrimSuffix(ledgerDir(cfg.Name), ".children") + ".scopes")
+		sp.WithLockDir(scopesDir(cfg.Name))
 		// A restart of the service (unlike a stop or a crash) does not
 		// propagate to the scopes; stop what a killed predecessor left,
 		// never what a live process has.
@@ -591,6 +593,28 @@ func ledgerDir(name string) string {
 		base = filepath.Join(os.TempDir(), fmt.Sprintf("soda-mcp-%d", os.Geteuid()))
 	}
 	return filepath.Join(base, name+".children")
+}
+
+// scopesDir is where soda-mcpd keeps the lock files of its children's
+// scopes (child.ScopePlacer.WithLockDir): NAME.scopes next to the ledger.
+func scopesDir(name string) string {
+	return strings.TrimSuffix(ledgerDir(name), ".children") + ".scopes"
+}
+
+// removeRuntimeDirs removes, once every child is gone, the child ledger
+// and the scope locks' directory when they are empty, so that a clean
+// stop leaves nothing in the runtime directory. One that still holds a
+// record (a child that could not be stopped) is kept: the next start
+// recovers it, and its own clean stop removes the directory.
+func removeRuntimeDirs(log *slog.Logger, ledger *child.Ledger, name string) {
+	if ledger != nil {
+		if err := ledger.Close(); err != nil {
+			log.Warn("child ledger", "err", err)
+		}
+	}
+	if err := child.RemoveLockDir(scopesDir(name)); err != nil {
+		log.Warn("scope locks", "err", err)
+	}
 }
 
 // recoverChildren opens the ledger of this instance's children and kills

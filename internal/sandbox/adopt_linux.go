@@ -343,7 +343,7 @@ func (e *Linux) Adopt(ctx context.Context, st HandoverState, files map[string]*o
 	log := e.cfg.Log.With("sandbox", st.ID)
 	spec := Spec{ID: st.ID, Egress: st.Egress, NoNetwork: st.NoNetwork, Limits: st.Limits}
 	sb := &Sandbox{ID: st.ID, spec: spec, log: log, audit: e.cfg.Audit, started: st.Started, pid: st.Pid,
-		stopCh: make(chan struct{}), detachCh: make(chan struct{}), logGate: throttle.New(logRate), adoptable: true}
+		stopCh: make(chan struct{}), detachCh: make(chan struct{}), logGate: throttle.New(logRate), quietEgress: e.cfg.QuietEgress, adoptable: true}
 	sb.seq.Store(st.Seq)
 	a := &adoption{pidfd: -1, start: st.PidStart, deadline: st.Deadline}
 	defer func() {

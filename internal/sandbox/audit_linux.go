@@ -59,11 +59,18 @@ func (sb *Sandbox) record(r Record) {
 	if r.Event == "egress" && r.Egress != nil {
 		ok, held := sb.logGate.Allow(r.Time)
 		if held > 0 {
-			sb.log.Warn("egress log lines suppressed (the audit record has them all)", "suppressed", held)
+			lvl := slog.LevelWarn
+			if sb.quietEgress {
+				lvl = slog.LevelDebug
+			}
+			sb.log.Log(context.Background(), lvl, "egress log lines suppressed (the audit record has them all)", "suppressed", held)
 		}
 		if ok {
 			lvl := slog.LevelInfo
-			if r.Egress.Decision != "allow" {
+			switch {
+			case sb.quietEgress:
+				lvl = slog.LevelDebug
+			case r.Egress.Decision != "allow":
 				lvl = slog.LevelWarn
 			}
 			sb.log.Log(context.Background(), lvl, "egress "+r.Egress.Decision, "kind", r.Egress.Kind, "target", r.Egress.Target,

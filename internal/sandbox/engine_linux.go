@@ -51,6 +51,11 @@ type Config struct {
 	Log *slog.Logger
 	// Audit receives every audit record of every sandbox (nil: log only).
 	Audit func(Record)
+	// QuietEgress logs each egress attempt at debug level, refusals
+	// included (otherwise warnings), for a caller that reports them
+	// itself: sodactl run sums the refusals up once the command has
+	// ended. Audit gets every attempt all the same.
+	QuietEgress bool
 	// Resolver is used by the egress proxies (nil: the system resolver).
 	Resolver egress.Resolver
 	// Privileged runs each sandbox as a dedicated uid from UIDs, without

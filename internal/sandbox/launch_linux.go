@@ -66,6 +66,7 @@ type Sandbox struct {
 	cgroupDegraded bool               // the cgroup layer was waived (--allow-degraded)
 	pendingScope   chan scopeResult   // a systemd placer being connected, not taken yet
 	logGate        *throttle.Throttle // egress lines on the log (the audit sink has all)
+	quietEgress    bool               // egress lines at debug level only (Config.QuietEgress)
 	seq            atomic.Uint64      // the last audit record's sequence number
 
 	cancelProxy context.CancelFunc
@@ -123,7 +124,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		return nil, errors.New("sandbox: this engine runs closed-network sandboxes only (Spec.NoNetwork)")
 	}
 	log = log.With("sandbox", spec.ID)
-	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{}), detachCh: make(chan struct{}), logGate: throttle.New(logRate), adoptable: e.cfg.Adoptable}
+	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{}), detachCh: make(chan struct{}), logGate: throttle.New(logRate), quietEgress: e.cfg.QuietEgress, adoptable: e.cfg.Adoptable}
 	sb.home = e.takeHome(spec.Home)
 	defer func() {
 		if err != nil {

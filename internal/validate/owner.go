@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/runstate"
 )
 
 // DefaultStateDir holds one owner directory per kind.
@@ -18,7 +21,8 @@ const DefaultStateDir = "/var/lib/soda/validate"
 
 // Owner is a kind's owner directory, STATE/KIND: a lock held by the one
 // worker using it (stdio and HTTP cannot own it at once), its owner record
-// (owner.json), and tmp/, where the sandboxes' homes live while they run.
+// (owner.json), tmp/, where the sandboxes' homes live while they run, and
+// the HTTP listener's default token file (TokenPath).
 type Owner struct {
 	dir  string
 	lock *os.File
@@ -34,6 +38,15 @@ type OwnerRecord struct {
 	// PID and Started are the current owner's.
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
+	// ProcStart is the owner's start time in clock ticks since boot
+	// (runstate.ProcStart), which tells it from a later process that
+	// reuses its PID.
+	ProcStart uint64 `json:"start_time,omitempty"`
+	// Listen holds the TCP addresses (host:port) the owner serves over
+	// HTTP, and TokenFile the bearer token it checks: what "sodactl
+	// validate client-config" reads. Empty over stdio.
+	Listen    []string `json:"listen,omitempty"`
+	TokenFile string   `json:"token_file,omitempty"`
 	// Poisoned says why the worker refuses work (a clean-up failed), until
 	// an operator resolves it (soda-validated --reconcile KIND).
 	Poisoned string `json:"poisoned,omitempty"`
@@ -83,11 +96,22 @@ func OpenOwner(stateDir, kind string, reconcile bool) (*Owner, error) {
 		}
 	}
 	o.rec.PID, o.rec.Started = os.Getpid(), time.Now().UTC()
+	o.rec.ProcStart, _ = runstate.ProcStart(o.rec.PID)
+	o.rec.Listen, o.rec.TokenFile = nil, "" // a predecessor's; SetServing records ours
 	if err := o.write(); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return o, nil
+}
+
+// SetServing records in the owner record that the worker serves HTTP on
+// the TCP addresses listen, behind the token in tokenFile (absolute).
+func (o *Owner) SetServing(listen []string, tokenFile string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rec.Listen, o.rec.TokenFile = slices.Clone(listen), tokenFile
+	return o.write()
 }
 
 // TmpDir is where the sandboxes' homes are made.

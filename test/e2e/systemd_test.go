@@ -367,6 +367,19 @@ func (e *env) testValidateUnit(t *testing.T) {
 	if r := b.sh("curl -s -H \"Authorization: Bearer $(cat " + tokenFile + ")\" http://127.0.0.1:18120/ready"); strings.TrimSpace(r.stdout) != "ready" {
 		t.Errorf("/ready with the token: %s", r)
 	}
+	// The 401 names the command that prints the token, and that command
+	// and the client snippet read what the worker wrote (its owner
+	// record: address and token file).
+	if r := b.run("curl", "-s", "http://127.0.0.1:18120/ready"); !strings.Contains(r.stdout, "sodactl validate token shellcheck") {
+		t.Errorf("401 body does not name sodactl validate token shellcheck: %s", r)
+	}
+	if r := b.sh("curl -s -H \"Authorization: Bearer $(sodactl validate token shellcheck)\" http://127.0.0.1:18120/ready"); strings.TrimSpace(r.stdout) != "ready" {
+		t.Errorf("/ready with the token of sodactl validate token: %s", r)
+	}
+	if r := b.run("sodactl", "validate", "client-config", "shellcheck", "--client", "claude"); r.err != nil ||
+		!strings.Contains(r.stdout, "validate-shellcheck http://127.0.0.1:18120/mcp") || !strings.Contains(r.stdout, "Authorization: Bearer ") {
+		t.Errorf("sodactl validate client-config shellcheck --client claude: %s", r)
+	}
 	call := func(file string) map[string]any {
 		t.Helper()
 		r := b.exec(runOpts{timeout: 120 * time.Second}, filepath.Join(e.art, "validatecall"), "-url", "http://127.0.0.1:18120/mcp", "-token-file", tokenFile, file)

@@ -885,3 +885,41 @@ func homeDirs(dir string) []string {
 	}
 	return out
 }
+
+// TestHTTPTokenAndClientConfig: a worker run by hand (its own state
+// directory and port) names in a 401 the command that prints its token,
+// and "sodactl validate token" and "client-config" find its token and
+// address in its owner record.
+func TestHTTPTokenAndClientConfig(t *testing.T) {
+	requireSandbox(t)
+	state := t.TempDir()
+	w := startHTTP(t, state, "shellcheck", shellcheckConf)
+	resp, err := http.Get("http://" + w.addr + "/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	hint := "sodactl validate token shellcheck --state-dir " + state
+	if resp.StatusCode != 401 || !strings.Contains(string(body), hint) {
+		t.Errorf("/ready without the token: %d %q, want 401 naming %q", resp.StatusCode, body, hint)
+	}
+	sodactl := func(args ...string) string {
+		t.Helper()
+		var stderr bytes.Buffer
+		cmd := exec.Command(filepath.Join(bin, "sodactl"), args...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sodactl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return string(out)
+	}
+	if got := sodactl(strings.Fields(strings.TrimPrefix(hint, "sodactl "))...); strings.TrimSpace(got) != w.tok {
+		t.Errorf("%s printed %q, want the worker's token", hint, got)
+	}
+	want := `claude mcp add --transport http validate-shellcheck ` + w.url + ` --header "Authorization: Bearer ` + w.tok + `"` + "\n"
+	if got := sodactl("validate", "client-config", "shellcheck", "--state-dir", state, "--client", "claude"); got != want {
+		t.Errorf("sodactl validate client-config:\n%q\nwant\n%q", got, want)
+	}
+}

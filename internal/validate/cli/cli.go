@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -110,7 +109,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if o.tokenFile == "" {
-		o.tokenFile = filepath.Join(o.stateDir, o.kind, "token")
+		o.tokenFile = validate.TokenPath(o.stateDir, o.kind)
 	}
 	if err := run(o, log, stdin, stdout); err != nil {
 		log.Error("soda-validated failed", "err", err)
@@ -210,7 +209,7 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 		}()
 	}
 	if o.transport == "http" {
-		return serveHTTP(ctx, log, notify, server, calls, w, o, reg)
+		return serveHTTP(ctx, log, notify, server, calls, w, owner, o, reg)
 	}
 	notify.Ready(fmt.Sprintf("serving %s on stdio", k.Name))
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -94,8 +95,10 @@ func (s *sessionSlots) serveInitialize(rw http.ResponseWriter, r *http.Request, 
 // serveHTTP serves server over Streamable HTTP on the systemd socket
 // (socket activation) or on listen, behind the token of tokenFile (made
 // on the first start), until ctx ends; ready is closed once recovery is
-// done (before it, and while the worker is poisoned, /ready is 503).
-func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, server *mcp.Server, calls *validate.Calls, w *validate.Worker, o opts, reg *metrics.Registry) error {
+// done (before it, and while the worker is poisoned, /ready is 503). The
+// TCP addresses served and the token file go into owner's record, for
+// "sodactl validate client-config".
+func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, server *mcp.Server, calls *validate.Calls, w *validate.Worker, owner *validate.Owner, o opts, reg *metrics.Registry) error {
 	listen, tokenFile := o.listen, o.tokenFile
 	tok, err := token.Ensure(tokenFile)
 	if err != nil {
@@ -192,7 +195,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, 
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
-	front := httpfront.New(log, httpfront.Options{Name: "validate-" + w.Kind().Name, Token: tok, MaxConnections: maxConnections,
+	front := httpfront.New(log, httpfront.Options{Name: "validate-" + w.Kind().Name, Token: tok, TokenCommand: tokenCommand(w.Kind().Name, o.stateDir), MaxConnections: maxConnections,
 		MaxHeaderBytes: maxHeaderBytes, ReadTimeout: readTimeout, RefuseOrigin: true, ExactHost: true,
 		Metrics: metrics.NewHTTP(reg, "validate-"+w.Kind().Name), MetricsHandler: reg.Handler()}, mux)
 	// /ready: 503 while draining or while clean-up is uncertain.
@@ -208,6 +211,21 @@ func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, 
 			}
 		}
 	}()
+	var tcp []string
+	for _, l := range ls {
+		if a, ok := l.Addr().(*net.TCPAddr); ok {
+			tcp = append(tcp, a.String())
+		}
+	}
+	if abs, err := filepath.Abs(tokenFile); err == nil {
+		tokenFile = abs
+	}
+	if err := owner.SetServing(tcp, tokenFile); err != nil {
+		for _, l := range ls {
+			l.Close()
+		}
+		return err
+	}
 	errs := make(chan error, len(ls))
 	for _, l := range ls {
 		go func() { errs <- front.Serve(l) }()
@@ -255,6 +273,20 @@ func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, 
 		return err
 	}
 	return failed
+}
+
+// tokenCommand is the command that prints the worker's token, named in
+// a 401: sodactl validate token KIND, with the state directory when it is
+// not the default (a worker run from a clone).
+func tokenCommand(kind, stateDir string) string {
+	cmd := "sodactl validate token " + kind
+	if filepath.Clean(stateDir) != validate.DefaultStateDir {
+		if abs, err := filepath.Abs(stateDir); err == nil {
+			stateDir = abs
+		}
+		cmd += " --state-dir " + stateDir
+	}
+	return cmd
 }
 
 // writeRPCError answers a request that was not processed with a JSON-RPC
