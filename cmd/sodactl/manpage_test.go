@@ -41,10 +41,14 @@ func TestManPageFlags(t *testing.T) {
 	sandbox := command("sodactl sandbox", so.flagSet(), sandboxUsage, doccheck.Section(man, "# COMMANDS"))
 	sandboxMCP := command("sodactl sandbox mcp", sessions.flagSet(), sandboxMCPUsage, sessionPage)
 	top := command("sodactl top", to.flagSet(&opts), topUsage, doccheck.Section(man, "# TOP"), optionsPage)
-	for _, c := range []doccheck.Command{root, mcp, run, sandbox, sandboxMCP, top} {
+	vfs := newFlagSet("sodactl validate client-config")
+	(&validateOptions{}).bind(vfs)
+	vfs.StringVar(&client, "client", "", "")
+	validate := command("sodactl validate", vfs, validateUsage, doccheck.Section(man, "## VALIDATE OPTIONS"), optionsPage)
+	for _, c := range []doccheck.Command{root, mcp, run, sandbox, sandboxMCP, top, validate} {
 		t.Run(c.Name, func(t *testing.T) { c.Check(t) })
 	}
-	t.Run("OPTIONS", func(t *testing.T) { doccheck.CheckDefined(t, optionsPage, root, mcp, run, top) })
+	t.Run("OPTIONS", func(t *testing.T) { doccheck.CheckDefined(t, optionsPage, root, mcp, run, top, validate) })
 	t.Run("RUN OPTIONS", func(t *testing.T) { doccheck.CheckDefined(t, runPage, run) })
 	t.Run("SESSION OPTIONS", func(t *testing.T) { doccheck.CheckDefined(t, sessionPage, sandboxMCP) })
 }
@@ -56,7 +60,8 @@ func TestManPageCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{"run", "sandbox list", "sandbox status", "sandbox kill", "sandbox grant", "sandbox revoke",
-		"sandbox audit", "sandbox profiles", "sandbox mcp", "top", "mcp list", "mcp status", "mcp token", "mcp client-config"} {
+		"sandbox audit", "sandbox profiles", "sandbox mcp", "top", "mcp list", "mcp status", "mcp token", "mcp client-config",
+		"validate token", "validate client-config"} {
 		if !bytes.Contains(man, []byte("**"+cmd+"**")) && !bytes.Contains(man, []byte("**sodactl "+cmd+"**")) {
 			t.Errorf("sodactl(1) lacks **%s**", cmd)
 		}

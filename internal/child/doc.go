@@ -18,8 +18,12 @@
 // Spec.User. A Ledger records live children so that a successor can kill
 // what a killed predecessor and its supervisors left.
 //
-// The package is Linux-only: process groups aside, everything it does goes
-// through cgroups, systemd over D-Bus, /proc and Linux process attributes
-// (no_new_privs, capabilities, parent-death signals). Every file with code
-// is a _linux.go file; on other systems the package is this comment alone.
+// Starting children is Linux-only: process groups aside, everything it does
+// goes through cgroups, systemd over D-Bus, /proc and Linux process
+// attributes (no_new_privs, capabilities, parent-death signals), and that
+// code is in _linux.go files. What only describes a child (Spec, Grace,
+// Limits, Identity, the Group and Placer interfaces, LimitEvents) is in
+// plain files, and child_other.go gives other systems a Start, NewPlacer,
+// NewSystemdPlacer and OpenLedger that fail ("child processes need
+// Linux"), so that the bridge and the daemons that use it build there.
 package child

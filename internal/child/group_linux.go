@@ -19,19 +19,6 @@ import (
 	"github.com/moby/sys/mountinfo"
 )
 
-// Limits are per-child resource limits; zero values mean unlimited.
-type Limits struct {
-	// MemoryMax is the memory limit in bytes (MemoryMax=, memory.max).
-	MemoryMax int64
-	// TasksMax is the maximum number of tasks (TasksMax=, pids.max).
-	TasksMax int64
-	// CPUWeight is the relative CPU weight, 1..10000 (CPUWeight=, cpu.weight).
-	CPUWeight uint64
-	// CPUQuota is the CPU time limit in percent of one CPU: 50 is half a
-	// CPU, 200 two CPUs (CPUQuota=, cpu.max).
-	CPUQuota uint64
-}
-
 // NewPlacer picks the best isolation the host allows: a cgroup v2 directory
 // per child below the bridge's own cgroup when that is writable, else a
 // process group per child. It logs one line that says which, and which

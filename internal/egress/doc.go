@@ -59,9 +59,12 @@
 // Every attempt, allowed or denied, produces exactly one Event for the
 // audit log, with the bytes relayed each way and the duration.
 //
-// The package is Linux-only: the relay serves a Linux network namespace,
-// the control socket checks what it is passed with SO_DOMAIN, the pump
-// reads TCP_INFO, and the host's own addresses come from rtnetlink. Every
-// file with code is a _linux.go file; on other systems the package is
-// this comment alone.
+// The relay and the proxy are Linux-only: the relay serves a Linux network
+// namespace, the control socket checks what it is passed with SO_DOMAIN,
+// the pump reads TCP_INFO, and the host's own addresses come from
+// rtnetlink; that code is in _linux.go files. What only describes egress,
+// the grants and the policy (grant.go) and the audit Event (event.go), is
+// in plain files, so that the packages that parse grants or read audit
+// records (profiles, the daemon's requests, the audit sinks) build on
+// every system.
 package egress

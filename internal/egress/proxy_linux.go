@@ -13,28 +13,6 @@ import (
 	"time"
 )
 
-// Event kinds.
-const (
-	// KindConnect is a connection on the CONNECT proxy port, or on a port
-	// that is not granted.
-	KindConnect = "connect"
-	// KindMCP is a connection on an MCP port.
-	KindMCP = "mcp"
-	// KindDNS is a DNS query captured in the sandbox.
-	KindDNS = "dns"
-	// KindControl is a malformed control message.
-	KindControl = "control"
-)
-
-// Event decisions.
-const (
-	// DecisionAllow means bytes were relayed to the target.
-	DecisionAllow = "allow"
-	// DecisionDeny means the attempt was refused or failed before any byte
-	// was relayed; Reason says why.
-	DecisionDeny = "deny"
-)
-
 // Defaults for the zero values of Proxy fields.
 const (
 	defaultHandshakeTimeout = 30 * time.Second
@@ -49,37 +27,6 @@ const dnsPort = 53
 
 // dnsDenyReason is the reason of every DNS event.
 const dnsDenyReason = "dns is not available in the sandbox; use the proxy"
-
-// Event is the audit record of one attempt.
-type Event struct {
-	// Time is when the attempt started.
-	Time time.Time `json:"time"`
-	// Kind is KindConnect, KindMCP, KindDNS or KindControl.
-	Kind string `json:"kind"`
-	// Port is the port the connection was accepted on in the sandbox.
-	Port uint16 `json:"port"`
-	// Target is what was asked for: host:port for CONNECT and MCP, the
-	// query name and type for DNS.
-	Target string `json:"target,omitempty"`
-	// Addr is the validated IP:port that was dialled.
-	Addr string `json:"addr,omitempty"`
-	// Decision is DecisionAllow or DecisionDeny.
-	Decision string `json:"decision"`
-	// Reason says why an attempt was denied, or why an allowed one ended
-	// early ("idle timeout").
-	Reason string `json:"reason,omitempty"`
-	// BytesUp counts bytes from the sandbox to the target.
-	BytesUp int64 `json:"bytes_up"`
-	// BytesDown counts bytes from the target to the sandbox.
-	BytesDown int64 `json:"bytes_down"`
-	// DurationMS is how long the attempt took, in milliseconds.
-	DurationMS float64 `json:"duration_ms"`
-}
-
-// Resolver looks up the addresses of a host. *net.Resolver satisfies it.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
 
 // Proxy is the host side: it decides what each relayed connection may
 // reach, connects it there and audits it. Set its fields before the first

@@ -202,7 +202,7 @@ func permits(id *child.Identity, st *syscall.Stat_t, bit uint32) bool {
 	if id.UID == 0 {
 		return true // uid 0 without capabilities still owns root's files; close enough
 	}
-	mode := st.Mode & 0o777
+	mode := uint32(st.Mode) & 0o777 // uint16 on macOS
 	switch {
 	case st.Uid == id.UID:
 		return mode>>6&bit != 0

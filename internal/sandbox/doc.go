@@ -17,5 +17,10 @@
 // down when the command ends (Sandbox.Wait). docs/sandbox.md describes
 // each layer and what it stops.
 //
-// The package is Linux-only: every file with code is a _linux.go file.
+// Building sandboxes is Linux-only, and that code is in _linux.go files.
+// What only describes a sandbox (Spec, Limits, Record, ExitStatus,
+// ExecSpec, HandoverState, Config, the layers, the environment filter,
+// FindInit) is in plain files, and sandbox_other.go gives other systems
+// an engine whose New fails ("sandboxes need Linux"), so that the packages
+// that describe, request or audit sandboxes build there.
 package sandbox

@@ -18,18 +18,6 @@ import (
 	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
-// Dedicated uids for sandboxes started by root. Each running sandbox holds
-// one uid of the range, locked with flock(2) on a file in uidLockDir, so
-// that two sandboxes never share a uid (one cannot signal, trace or read
-// the other's files, or reach its sockets by peer credentials). The range
-// sits far above login and system users and systemd's DynamicUser range
-// (61184–65519), below 2^31 so that no tool reads it as negative.
-const (
-	UIDBase    = 2147000000
-	UIDCount   = 10000
-	uidLockDir = "/run/soda/sandbox/uids"
-)
-
 // uidLease is a uid held for the lifetime of one sandbox.
 type uidLease struct {
 	uid  int

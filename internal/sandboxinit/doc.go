@@ -15,5 +15,8 @@
 // its HTTP front, go-sdk or D-Bus (cmd/soda-sandbox-init's deps_test.go
 // checks).
 //
-// The package is Linux-only: every file with code is a _linux.go file.
+// The package is Linux-only: every file with code is a _linux.go file but
+// main_other.go, which gives other systems an IsInit that reports false,
+// so that cmd/soda-sandbox-init builds there and only says that it is not
+// for direct use.
 package sandboxinit

@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // blobStore holds file contents for the host (a session's baseline, an
@@ -32,11 +30,8 @@ func newBlobStore(dir string, max int64) (*blobStore, error) {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
-	var f *os.File
-	if err == nil {
-		f = os.NewFile(uintptr(fd), dir+"/(session store)")
-	} else {
+	f, err := openTmpfile(dir)
+	if err != nil {
 		// A filesystem without O_TMPFILE: a named file, removed at once.
 		if f, err = os.CreateTemp(dir, ".soda-session-store-"); err != nil {
 			return nil, fmt.Errorf("session store in %s: %w", dir, err)

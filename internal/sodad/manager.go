@@ -544,7 +544,7 @@ func callerMayAccess(c caller, dirs []string, write bool) *dbus.Error {
 
 // modeAllows is the permission check of the mode bits (no ACLs).
 func modeAllows(s unix.Stat_t, c caller, need uint32) bool {
-	mode := s.Mode & 0o777
+	mode := uint32(s.Mode) & 0o777 // uint16 on macOS
 	switch {
 	case s.Uid == c.UID:
 		return (mode>>6)&need == need

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/coreos/go-systemd/v22/activation"
-	"golang.org/x/sys/unix"
 )
 
 // FDStore is the service manager's file descriptor store for this service
@@ -54,27 +52,6 @@ func (s *FDStore) Remove(name string) error {
 		return err
 	}
 	return s.send("FDSTOREREMOVE=1\nFDNAME="+name, nil)
-}
-
-func (s *FDStore) send(state string, fds []int) error {
-	if !s.Available() {
-		return ErrNoFDStore
-	}
-	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("fd store: socket: %w", err)
-	}
-	defer unix.Close(sock)
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	// The manager checks the sender's credentials (NotifyAccess=): its
-	// SO_PASSCRED gets them from the kernel.
-	if err := unix.Sendmsg(sock, []byte(state), oob, &unix.SockaddrUnix{Name: s.addr}, 0); err != nil {
-		return fmt.Errorf("fd store: %s: %w", strings.ReplaceAll(state, "\n", " "), err)
-	}
-	return nil
 }
 
 // checkFDName applies systemd's rule for FDNAME=.

@@ -190,8 +190,8 @@ func statEntry(p, rel string) (treeEntry, int64, error) {
 	if err := unix.Lstat(p, &st); err != nil {
 		return treeEntry{}, 0, &os.PathError{Op: "lstat", Path: p, Err: err}
 	}
-	e := treeEntry{rel: rel, mode: st.Mode & 0o7777,
-		id: binID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}}
+	e := treeEntry{rel: rel, mode: uint32(st.Mode & 0o7777), // Mode is uint16 and Dev int32 on macOS
+		id: binID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}}
 	var size int64
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:

@@ -182,7 +182,7 @@ func statID(p string) binID {
 	if unix.Stat(p, &st) != nil {
 		return binID{}
 	}
-	return binID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+	return binID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
 
 // Poisoned says why the worker refuses work: a failed or uncertain

@@ -129,20 +129,6 @@ func (d *Dir) try() (*Home, error) {
 	return &Home{path: base, lock: f}, nil
 }
 
-// renameNoReplace renames from to to unless to exists (fs.ErrExist).
-func renameNoReplace(from, to string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
-	if err != unix.EINVAL {
-		return err
-	}
-	// A file system without RENAME_NOREPLACE: link(2) does not replace
-	// either.
-	if err := os.Link(from, to); err != nil {
-		return err
-	}
-	return os.Remove(from)
-}
-
 // Remove removes the home and everything in it, then its lock. A home that
 // cannot be removed keeps its lock file, so that a later Sweep tries again.
 func (h *Home) Remove() error {

@@ -48,7 +48,7 @@ func (fd FD) Same(f *os.File) bool {
 	if unix.Fstat(int(f.Fd()), &st) != nil {
 		return false
 	}
-	return st.Dev == fd.Dev && st.Ino == fd.Ino
+	return uint64(st.Dev) == fd.Dev && st.Ino == fd.Ino // Dev is int32 on macOS
 }
 
 // Created is one CreateSandbox call.
@@ -202,8 +202,7 @@ func (m *manager) CreateSandbox(profile string, argv []string, spec map[string]d
 			return "", "", dbusErr(sodadclient.ErrorPrefix+"InvalidFd", "fd %s: %v", k, err)
 		}
 		fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-		_, terr := unix.IoctlGetTermios(int(fd), unix.TCGETS)
-		c.FDs[k] = FD{Dev: st.Dev, Ino: st.Ino, Mode: st.Mode, Flags: fl & unix.O_ACCMODE, Terminal: terr == nil}
+		c.FDs[k] = FD{Dev: uint64(st.Dev), Ino: st.Ino, Mode: uint32(st.Mode), Flags: fl & unix.O_ACCMODE, Terminal: isTerminal(int(fd))}
 		if k == "stdout" || k == "tty" {
 			out = int(fd)
 		}
