@@ -7,8 +7,13 @@ import (
 	"github.com/soda-project/soda/internal/sandbox/protect"
 )
 
-func TestStripGitRuns(t *testing.T) {
-	for _, tt := range []struct {
+// stripGitRunsCases are configuration files, what stripGitRuns leaves of
+// them and the keys it removes: TestStripGitRuns's table.
+func stripGitRunsCases() []struct {
+	in, want string
+	removed  []string
+} {
+	return []struct {
 		in, want string
 		removed  []string
 	}{
@@ -19,7 +24,23 @@ func TestStripGitRuns(t *testing.T) {
 		{"[core]\n\tx = a \\\n[user]\n\thooksPath = /tmp\n", "[core]\n\tx = a \\\n[user]\n", []string{"core.hookspath"}},
 		{"[user]\n\tname = a # not continued \\\n\temail = b\n", "[user]\n\tname = a # not continued \\\n\temail = b\n", nil},
 		{"[filter \"lfs\"]\n\tclean = git-lfs clean\n", "[filter \"lfs\"]\n", []string{"filter.clean"}},
-	} {
+		// The quotes of a continued value go on to its next line, where
+		// a '#' is no comment.
+		{"[core]\n\tx = \"a \\\n# b\" \\\n[user]\n\thooksPath = /tmp\n", "[core]\n\tx = \"a \\\n# b\" \\\n[user]\n", []string{"core.hookspath"}},
+		// What the line-by-line reading missed: a byte order mark, headers
+		// one after another, a NUL byte in a subsection (git's key stops
+		// there), "\r\n" line ends.
+		{"\xef\xbb\xbf[user][core]hooksPath=/tmp\n[user]\n", "\xef\xbb\xbf[user][core]\n[user]\n", []string{"core.hookspath"}},
+		{"[core \"hookspath\x00\"] x = /tmp\n[user]\n\tname = a\n", "[core \"hookspath\x00\"]\n[user]\n\tname = a\n", []string{"core.hookspath"}},
+		{"[core]\r\n\thooksPath = /tmp \\\r\n\t/x\r\n[user]\r\n", "[core]\r\n[user]\r\n", []string{"core.hookspath"}},
+		// A key git refuses (an open quote) goes, and what git would read
+		// once it is gone runs nothing either.
+		{"[core]\n\tpager = \"less\n\tsshCommand = x\n\tbare = true\n", "[core]\n\tbare = true\n", []string{"core.pager", "core.sshcommand"}},
+	}
+}
+
+func TestStripGitRuns(t *testing.T) {
+	for _, tt := range stripGitRunsCases() {
 		got, removed := stripGitRuns(tt.in)
 		if got != tt.want || fmt.Sprint(removed) != fmt.Sprint(tt.removed) {
 			t.Errorf("stripGitRuns(%q) = %q, %v; want %q, %v", tt.in, got, removed, tt.want, tt.removed)
