@@ -2,13 +2,16 @@ package sandboxinit
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/soda-project/soda/internal/sandbox/protect"
 )
 
 // stripGitRunsCases are configuration files, what stripGitRuns leaves of
-// them and the keys it removes: TestStripGitRuns's table.
+// them and the keys it removes: TestStripGitRuns's table and
+// FuzzStripGitRuns's seeds.
 func stripGitRunsCases() []struct {
 	in, want string
 	removed  []string
@@ -49,4 +52,50 @@ func TestStripGitRuns(t *testing.T) {
 			t.Errorf("stripGitRuns(%q) still runs: %q", tt.in, got)
 		}
 	}
+}
+
+// FuzzStripGitRuns: what stripGitRuns leaves runs nothing (as
+// protect.GitConfigRuns reads it, the host's check), every key it
+// removes is one GitConfigRuns flags, in order, the text of one that runs
+// nothing is left as it is, and a second pass changes nothing.
+func FuzzStripGitRuns(f *testing.F) {
+	for _, tt := range stripGitRunsCases() {
+		f.Add(tt.in)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		clean, removed := stripGitRuns(text)
+		if protect.GitConfigRuns(clean) {
+			t.Fatalf("stripGitRuns(%q) = %q still runs", text, clean)
+		}
+		var flagged []string
+		for l := range protect.GitConfigLines(text) {
+			if l.Runs() && !l.Continued {
+				flagged = append(flagged, l.ShortKey())
+			}
+		}
+		if !slices.Equal(removed, flagged) {
+			t.Fatalf("stripGitRuns(%q) removed %q; GitConfigRuns flags %q", text, removed, flagged)
+		}
+		if !protect.GitConfigRuns(text) && (clean != text || removed != nil) {
+			t.Fatalf("stripGitRuns(%q) of a file that runs nothing = %q, %q", text, clean, removed)
+		}
+		if again, more := stripGitRuns(clean); again != clean || more != nil {
+			t.Fatalf("stripGitRuns(%q) = %q, %q: not done in one pass", clean, again, more)
+		}
+		// Each line left is a line of text, or the headers of one, in order.
+		in := strings.SplitAfter(text, "\n")
+		j := 0
+		for _, c := range strings.SplitAfter(clean, "\n") {
+			if c == "" {
+				continue
+			}
+			for j < len(in) && in[j] != c && !(strings.HasSuffix(c, "]\n") && strings.HasPrefix(in[j], c[:len(c)-1])) {
+				j++
+			}
+			if j == len(in) {
+				t.Fatalf("stripGitRuns(%q) = %q: line %q is not from the text", text, clean, c)
+			}
+			j++
+		}
+	})
 }
