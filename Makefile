@@ -79,7 +79,8 @@ FUZZTIME ?= 10s
 FUZZ := \
 	./internal/sandbox/protect:FuzzGitConfigLines \
 	./internal/sandbox/protect:FuzzGitConfigGit \
-	./internal/sandboxinit:FuzzStripGitRuns
+	./internal/sandboxinit:FuzzStripGitRuns \
+	./internal/egress:FuzzConnectRequest
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
