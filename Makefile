@@ -80,7 +80,8 @@ FUZZ := \
 	./internal/sandbox/protect:FuzzGitConfigLines \
 	./internal/sandbox/protect:FuzzGitConfigGit \
 	./internal/sandboxinit:FuzzStripGitRuns \
-	./internal/egress:FuzzConnectRequest
+	./internal/egress:FuzzConnectRequest \
+	./internal/stdiorpc:FuzzCheckFrame
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
