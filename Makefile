@@ -81,7 +81,8 @@ FUZZ := \
 	./internal/sandbox/protect:FuzzGitConfigGit \
 	./internal/sandboxinit:FuzzStripGitRuns \
 	./internal/egress:FuzzConnectRequest \
-	./internal/stdiorpc:FuzzCheckFrame
+	./internal/stdiorpc:FuzzCheckFrame \
+	./internal/mcpbridge:FuzzSplitBody
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
