@@ -82,7 +82,8 @@ FUZZ := \
 	./internal/sandboxinit:FuzzStripGitRuns \
 	./internal/egress:FuzzConnectRequest \
 	./internal/stdiorpc:FuzzCheckFrame \
-	./internal/mcpbridge:FuzzSplitBody
+	./internal/mcpbridge:FuzzSplitBody \
+	./internal/session:FuzzSnapshot
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \

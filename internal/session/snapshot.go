@@ -316,6 +316,9 @@ func (s *snapshot) readTar(ctx context.Context, r io.Reader, o snapOpts) error {
 			}
 			s.copied += h.Size
 			e.Type, e.Size, e.Sum, e.Unread, e.off = "file", h.Size, sum, false, off
+			// A name the stream holds twice (tar -c a a) takes its last
+			// contents: what was kept of an earlier one goes.
+			delete(s.kept, name)
 			if keep {
 				kept += h.Size
 				s.kept[name] = data
@@ -324,6 +327,7 @@ func (s *snapshot) readTar(ctx context.Context, r io.Reader, o snapOpts) error {
 			// The same contents as a file earlier in the stream.
 			if t := s.entries[strings.TrimPrefix(h.Linkname, "./")]; t != nil && t.Type == "file" && !t.Unread {
 				e.Type, e.Size, e.Sum, e.Unread, e.off = "file", t.Size, t.Sum, false, t.off
+				delete(s.kept, name)
 				if d, ok := s.kept[strings.TrimPrefix(h.Linkname, "./")]; ok {
 					s.kept[name] = d
 				}
