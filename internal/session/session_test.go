@@ -172,6 +172,13 @@ func TestSnapshotHostile(t *testing.T) {
 	if _, err := snapshotOf(context.Background(), strings.NewReader("f\x00"), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("a truncated listing was read")
 	}
+	// A file's size that is no size (found by FuzzSnapshot: a negative
+	// one reached the diff, which reads that many bytes of the baseline).
+	for _, size := range []string{"-5", "x", ""} {
+		if _, err := snapshotOf(context.Background(), bytes.NewReader(listing([5]string{"f", "644", size, "", "./f"})), snapOpts{maxBytes: 1024}); err == nil || !strings.Contains(err.Error(), "size") {
+			t.Errorf("a listed size %q: %v, want it refused", size, err)
+		}
+	}
 	garbage := append(listing(), []byte(strings.Repeat("not a tar stream ", 40))...)
 	if _, err := snapshotOf(context.Background(), bytes.NewReader(garbage), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("garbage parsed as a tar stream")
@@ -379,8 +386,8 @@ func TestDecodeFiles(t *testing.T) {
 
 // FuzzSnapshot reads what a snapshot command prints (the listing, then
 // the tar stream) as the session does: bounded (entries, contents read,
-// contents kept), every entry of a known type and mode, a name no
-// longer than a path or marked long; the
+// contents kept), every entry of a known type and mode, a size that is
+// never negative, a name no longer than a path or marked long; the
 // contents kept are the file's, by its digest; a failure says what it
 // read. An input is raw bytes, or, when spec is not empty, its listing
 // followed by a tar stream that spec makes of the listed names (see
@@ -405,6 +412,7 @@ func FuzzSnapshot(f *testing.F) {
 	f.Add(append(listing([5]string{"f", "644", "2048", "", "./big"}), mkTar(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: 2048})...), []byte(nil))
 	f.Add(append(listing(), []byte(strings.Repeat("not a tar stream ", 40))...), []byte(nil))
 	f.Add([]byte("f\x00"), []byte(nil))
+	f.Add(listing([5]string{"f", "644", "-5", "", "./neg"}, [5]string{"f", "644", "x", "", "./odd"}), []byte{1, 0, 1})
 	f.Fuzz(func(t *testing.T, in, spec []byte) {
 		if len(spec) > 0 {
 			in = specTar(in, spec)
@@ -425,7 +433,7 @@ func FuzzSnapshot(f *testing.F) {
 			switch {
 			case name == "" || len(name) > maxPathLen && !e.LongName || e.LongName && len(name) > keptName+100:
 				t.Fatalf("entry named %q", name)
-			case e.Mode < 0 || e.Mode > 0o7777:
+			case e.Mode < 0 || e.Mode > 0o7777 || e.Size < 0:
 				t.Fatalf("%q: mode %o, size %d", name, e.Mode, e.Size)
 			case e.Type != "file" && e.Type != "dir" && e.Type != "symlink" && e.Type != "other":
 				t.Fatalf("%q: type %q", name, e.Type)

@@ -260,7 +260,11 @@ func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
 		switch typ {
 		case "f":
 			e.Type = "file"
-			e.Size, _ = strconv.ParseInt(sizeS, 10, 64)
+			// A size that is not one (negative: a diff would make a
+			// slice of it) is a listing not made by find.
+			if e.Size, err = strconv.ParseInt(sizeS, 10, 64); err != nil || e.Size < 0 {
+				return fmt.Errorf("read the workspace: size %q of %q", sizeS, name)
+			}
 		case "d":
 			e.Type, e.Unread = "dir", false
 		case "l":
