@@ -83,7 +83,8 @@ FUZZ := \
 	./internal/egress:FuzzConnectRequest \
 	./internal/stdiorpc:FuzzCheckFrame \
 	./internal/mcpbridge:FuzzSplitBody \
-	./internal/session:FuzzSnapshot
+	./internal/session:FuzzSnapshot \
+	./internal/mcpconfig:FuzzParse
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
