@@ -84,7 +84,8 @@ FUZZ := \
 	./internal/stdiorpc:FuzzCheckFrame \
 	./internal/mcpbridge:FuzzSplitBody \
 	./internal/session:FuzzSnapshot \
-	./internal/mcpconfig:FuzzParse
+	./internal/mcpconfig:FuzzParse \
+	./internal/clientconfig:FuzzAgentFiles
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
