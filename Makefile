@@ -85,7 +85,8 @@ FUZZ := \
 	./internal/mcpbridge:FuzzSplitBody \
 	./internal/session:FuzzSnapshot \
 	./internal/mcpconfig:FuzzParse \
-	./internal/clientconfig:FuzzAgentFiles
+	./internal/clientconfig:FuzzAgentFiles \
+	./internal/config:FuzzParseOptions
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
