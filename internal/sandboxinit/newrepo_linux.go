@@ -749,15 +749,26 @@ func (g *guard) checkConfig(w *watched, name string) {
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return
 	}
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	if err != nil || !protect.GitConfigRuns(string(b)) {
+	const maxConfig, nothing = 1 << 20, "[core]\n\trepositoryformatversion = 0\n"
+	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	if err != nil {
 		return
 	}
-	clean, removed := stripGitRuns(string(b))
-	if protect.GitConfigRuns(clean) {
-		// Cannot be (one reading removes what the other finds); should it
-		// ever be, nothing is kept.
-		clean, removed = "[core]\n\trepositoryformatversion = 0\n", []string{"everything (not understood)"}
+	var clean string
+	var removed []string
+	switch {
+	case len(b) > maxConfig:
+		// git reads past what is read here: nothing is kept.
+		clean, removed = nothing, []string{fmt.Sprintf("everything (more than %d bytes)", maxConfig)}
+	case !protect.GitConfigRuns(string(b)):
+		return
+	default:
+		clean, removed = stripGitRuns(string(b))
+		if protect.GitConfigRuns(clean) {
+			// Cannot be (one reading removes what the other finds);
+			// should it ever be, nothing is kept.
+			clean, removed = nothing, []string{"everything (not understood)"}
+		}
 	}
 	tmp := fmt.Sprintf("%s.soda-%d", name, os.Getpid())
 	_ = unix.Unlinkat(w.git, tmp, 0)

@@ -1,10 +1,16 @@
 package sandboxinit
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/sandbox/protect"
 )
@@ -50,6 +56,39 @@ func TestStripGitRuns(t *testing.T) {
 		}
 		if protect.GitConfigRuns(got) {
 			t.Errorf("stripGitRuns(%q) still runs: %q", tt.in, got)
+		}
+	}
+}
+
+// TestCheckConfig: the guard rewrites a configuration that makes git run
+// a program without it, leaves one that does not, and keeps nothing of
+// one longer than it reads (git would read the rest).
+func TestCheckConfig(t *testing.T) {
+	for _, tt := range []struct {
+		name, in, want, event string
+	}{
+		{"runs", "[core]\n\tbare = false\n\thooksPath = /x\n", "[core]\n\tbare = false\n", "core.hookspath"},
+		{"runs nothing", "[user]\n\tname = a\n", "[user]\n\tname = a\n", ""},
+		{"past what is read", "#" + strings.Repeat(" ", 1<<20) + "\n[core]\n\thooksPath = /x\n", "[core]\n\trepositoryformatversion = 0\n", "everything (more than 1048576 bytes)"},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "config"), []byte(tt.in), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events bytes.Buffer
+		g := &guard{enc: json.NewEncoder(&events)}
+		g.checkConfig(&watched{path: dir, kind: watchGit, fresh: true, git: fd}, "config")
+		unix.Close(fd)
+		got, err := os.ReadFile(filepath.Join(dir, "config"))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%s: config %.80q, %v; want %q", tt.name, got, err, tt.want)
+		}
+		if !strings.Contains(events.String(), tt.event) || tt.event == "" && events.Len() > 0 {
+			t.Errorf("%s: events %q, want one naming %q", tt.name, events.String(), tt.event)
 		}
 	}
 }
