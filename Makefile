@@ -5,6 +5,8 @@
 #                   and render the man pages
 #   make run        bridge server-everything on 127.0.0.1:18100 (the README's demo)
 #   make check      install test peers, then every test (what CI runs)
+#   make fuzz       every fuzz target, FUZZTIME (10s) each (CI runs it
+#                   after check; the seed corpora run in check too)
 #   make test-hostload  the host-load tests (a fork bomb, a CPU burner in
 #                   each kind of sandbox, the host measured), alone and
 #                   one at a time (root; CI runs it after test-e2e)
@@ -29,7 +31,7 @@ EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dis
 # _linux.go file.
 DARWIN_VET_SKIP := github.com/soda-project/soda/internal/sandbox/protect
 
-.PHONY: all build build-note test check test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
+.PHONY: all build build-note test check fuzz test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
 
 # The man pages need nothing the binaries do not: go-md2man comes from the
 # Go module proxy as the product's modules do (tools/go.mod).
@@ -97,6 +99,31 @@ check:
 	echo "check: passed: $(CHECKS)"
 
 test: check
+
+# The fuzz targets of the parsers of untrusted input, as PACKAGE:TARGET.
+# go test -fuzz takes one target of one package at a time: each runs for
+# FUZZTIME, all of them even when one fails; a failing input is written
+# to the package's testdata/fuzz/TARGET/ (keep it there once fixed: it
+# then runs with the seeds in every go test).
+FUZZTIME ?= 10s
+FUZZ := \
+	./internal/sandbox/protect:FuzzGitConfigLines \
+	./internal/sandbox/protect:FuzzGitConfigGit \
+	./internal/sandboxinit:FuzzStripGitRuns \
+	./internal/egress:FuzzConnectRequest \
+	./internal/stdiorpc:FuzzCheckFrame \
+	./internal/mcpbridge:FuzzSplitBody \
+	./internal/session:FuzzSnapshot \
+	./internal/mcpconfig:FuzzParse \
+	./internal/clientconfig:FuzzAgentFiles \
+	./internal/config:FuzzParseOptions
+fuzz:
+	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
+		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || failed="$$failed $$name"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed"; exit 1; fi; \
+	echo "fuzz: passed: $(words $(FUZZ)) targets"
 
 # The tests that measure the host while a sandbox attacks it: alone (-p 1,
 # nothing else of the suite running, which they would measure too), each

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	neturl "net/url"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/soda-project/soda/internal/mcpconfig"
 )
@@ -454,4 +456,65 @@ func TestAgentFilesEntries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzAgentFiles: the files AgentFiles writes into a sandbox's home read
+// back, through mcpconfig.Parse (soda's reader of the agents' files), as
+// the servers they were written for, in every agent's format: an HTTP
+// entry's URL, token and headers, a stdio entry's command, arguments and
+// environment, whatever bytes (UTF-8) they hold. Seeded from
+// TestAgentFilesEntries's servers.
+func FuzzAgentFiles(f *testing.F) {
+	f.Add("remote", "https://mcp.example.com/mcp", "", "X-Api-Key", "k", "", "", "", "")
+	f.Add("run", "http://127.0.0.1:4000/mcp", "tok", "", "", "", "", "", "")
+	f.Add("fs", "", "", "", "", "npx", "server-filesystem", "A", "b")
+	f.Add("we.ird", "http://127.0.0.1:1/mcp?x=<y>&z", "a\"b\\c\u2028", "Authorization", "x", "", "", "", "")
+	f.Add("t", "", "", "", "", "a\x00\x1f\x7f\"\\", "\b\t\n\f\r", "é✓", "\U0001F600")
+	f.Fuzz(func(t *testing.T, name, url, token, hk, hv, command, arg, ek, ev string) {
+		for _, s := range []string{name, url, token, hk, hv, command, arg, ek, ev} {
+			if !utf8.ValidString(s) {
+				return // JSON cannot carry it: not a name or value of a grant
+			}
+		}
+		if !grantName(name) {
+			return // what no grant is named (mcpgrant, mcpconfig)
+		}
+		if u, err := neturl.Parse(url); command == "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+			return // not an endpoint of a grant either
+		}
+		s := Server{Name: name, URL: url, Token: token, Command: command}
+		want := mcpconfig.Server{Name: name}
+		if command != "" {
+			s.Args, s.Env = []string{arg}, map[string]string{ek: ev}
+			want.Transport, want.Command, want.Args, want.Env = "stdio", command, s.Args, s.Env
+		} else {
+			s.Headers = map[string]string{hk: hv}
+			want.Transport, want.URL, want.Headers = "http", url, map[string]string{hk: hv}
+			if token != "" {
+				want.Headers["Authorization"] = "Bearer " + token
+			}
+		}
+		files, err := AgentFiles([]Server{s})
+		if err != nil {
+			t.Fatalf("AgentFiles(%+v): %v", s, err)
+		}
+		for _, file := range files {
+			c, err := mcpconfig.Parse(file.Path, file.Data)
+			if err != nil {
+				t.Fatalf("%s for %+v: %v\n%s", file.Path, s, err, file.Data)
+			}
+			if len(c.Servers) != 1 || !reflect.DeepEqual(c.Servers[0], want) {
+				t.Fatalf("%s for %+v reads as %+v, want %+v\n%s", file.Path, s, c.Servers, want, file.Data)
+			}
+		}
+	})
+}
+
+// grantName says whether name is one a grant can have: 1 to 64 letters,
+// digits, '-', '_' and '.'.
+func grantName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	return strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == ""
 }

@@ -680,39 +680,53 @@ func (l *lineIndex) last(key string) int {
 }
 
 // scanLines finds the line of every option and reports syntax errors with
-// their line, which go-systemd's parser does not.
+// their line, which go-systemd's parser does not. It reads lines as that
+// parser does, since that parser reads the values: a value goes on over
+// the next line when its line ends in a backslash (nothing after it, not
+// even a blank or a "\r"), up to a blank line; a comment goes on likewise
+// (one blank allowed after the backslash); the last line, with no "\n",
+// loses a final "\r"; a key's bytes that are not UTF-8 are each read as
+// U+FFFD.
 func scanLines(file string, data []byte) (*lineIndex, error) {
 	idx := &lineIndex{lines: map[string][]int{}, used: map[string]int{}}
 	section := ""
-	cont := false
-	n := 0
-	for raw := range strings.SplitSeq(string(data), "\n") {
-		n++
+	value, comment := false, false // the line before goes on here
+	lines := strings.Split(string(data), "\n")
+	for i, raw := range lines {
+		n := i + 1
+		if n == len(lines) {
+			raw = strings.TrimSuffix(raw, "\r")
+		}
 		line := strings.TrimSpace(raw)
-		if cont {
-			cont = strings.HasSuffix(line, "\\")
+		switch {
+		case comment:
+			comment = strings.HasSuffix(strings.TrimSuffix(raw, " "), "\\")
 			continue
-		}
-		if line == "" || line[0] == '#' || line[0] == ';' {
+		case value:
+			value = line != "" && strings.HasSuffix(raw, "\\")
 			continue
-		}
-		if line[0] == '[' {
+		case line == "":
+			continue
+		case line[0] == '#' || line[0] == ';':
+			comment = strings.HasSuffix(strings.TrimSuffix(raw, " "), "\\")
+			continue
+		case line[0] == '[':
 			if !strings.HasSuffix(line, "]") || len(line) < 3 {
 				return nil, &Error{File: file, Line: n, Err: fmt.Errorf("malformed section header %q", line)}
 			}
 			section = line[1 : len(line)-1]
 			continue
 		}
-		k, _, ok := strings.Cut(line, "=")
+		k, v, ok := strings.Cut(line, "=")
 		if !ok {
 			return nil, &Error{File: file, Line: n, Err: fmt.Errorf("expected Key=Value, got %q", line)}
 		}
 		if section == "" {
 			return nil, &Error{File: file, Line: n, Err: fmt.Errorf("%q comes before any [Section]", line)}
 		}
-		key := section + "." + strings.TrimSpace(k)
+		key := section + "." + string([]rune(strings.TrimSpace(k)))
 		idx.lines[key] = append(idx.lines[key], n)
-		cont = strings.HasSuffix(line, "\\")
+		value = strings.TrimSpace(v) != "" && strings.HasSuffix(raw, "\\")
 	}
 	return idx, nil
 }

@@ -208,16 +208,21 @@ func TestParseUserGroup(t *testing.T) {
 	}
 }
 
-func TestParseErrors(t *testing.T) {
+// parseErrorCase is a file Parse refuses and the error it gives.
+type parseErrorCase struct {
+	name string
+	conf string
+	line int    // 0: the error has no line
+	key  string // "Section.Key", or "" for syntax errors
+	msg  string // substring of the error's cause
+}
+
+// parseErrorCases are TestParseErrors's table and seeds of
+// FuzzParseOptions.
+func parseErrorCases() []parseErrorCase {
 	// head puts ExecStart on line 2 so that error lines are never 1 by luck.
 	const head = "[Server]\nExecStart=/bin/true\n"
-	tests := []struct {
-		name string
-		conf string
-		line int    // 0: the error has no line
-		key  string // "Section.Key", or "" for syntax errors
-		msg  string // substring of the error's cause
-	}{
+	return []parseErrorCase{
 		{"unknown key", head + "[Bridge]\nListen=127.0.0.1:1\nMaxSesions=3\n", 5, "Bridge.MaxSesions", "unknown key"},
 		{"unknown Server key", head + "Users=nobody\n", 3, "Server.Users", "unknown key"},
 		{"bad User", head + "User=no body\n", 3, "Server.User", "not a user or group name"},
@@ -253,8 +258,11 @@ func TestParseErrors(t *testing.T) {
 		{"error after a continued line", "[Server]\nExecStart=/bin/echo \\\n  a \\\n  b\nBogus=1\n", 5, "Server.Bogus", "unknown key"},
 		{"second of repeated keys is at fault", head + "[Bridge]\nIdleTimeout=1min\nIdleTimeout=soon\n", 5, "Bridge.IdleTimeout", "not a time span"},
 	}
+}
+
+func TestParseErrors(t *testing.T) {
 	const file = "/etc/soda/mcp/t.conf"
-	for _, tt := range tests {
+	for _, tt := range parseErrorCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse(file, "t", []byte(tt.conf))
 			if err == nil {
@@ -671,13 +679,18 @@ func TestParseTimespanOverflow(t *testing.T) {
 	}
 }
 
-func TestParseOptions(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    []Option
-		wantErr string
-	}{
+// parseOptionsCase is a file and what ParseOptions makes of it.
+type parseOptionsCase struct {
+	name    string
+	in      string
+	want    []Option
+	wantErr string
+}
+
+// parseOptionsCases are TestParseOptions's table and seeds of
+// FuzzParseOptions.
+func parseOptionsCases() []parseOptionsCase {
+	return []parseOptionsCase{
 		{
 			name: "lines, repeats and continuations",
 			in:   "# c\n[A]\nX=1\n\n[B]\nY=a \\\n  b\nX=2\n[A]\nX=3\n",
@@ -688,12 +701,39 @@ func TestParseOptions(t *testing.T) {
 				{Section: "A", Name: "X", Value: "3", Line: 10},
 			},
 		},
+		// Where the lines used to be found otherwise than go-systemd reads
+		// the values (found by FuzzParseOptions): a comment ending in a
+		// backslash goes on, a backslash before a blank or a "\r" ends
+		// nothing, a key's bytes that are not UTF-8 are read as U+FFFD.
+		{
+			name: "comment continued",
+			in:   "[A]\n# c \\\nX=1\nX=2\n",
+			want: []Option{{Section: "A", Name: "X", Value: "2", Line: 4}},
+		},
+		{
+			name: "backslash before a blank",
+			in:   "[A]\nX=a\\ \nX=b\n",
+			want: []Option{{Section: "A", Name: "X", Value: "a\\", Line: 2}, {Section: "A", Name: "X", Value: "b", Line: 3}},
+		},
+		{
+			name: "backslash before CR",
+			in:   "[A]\r\nX=a\\\r\nX=b",
+			want: []Option{{Section: "A", Name: "X", Value: "a\\", Line: 2}, {Section: "A", Name: "X", Value: "b", Line: 3}},
+		},
+		{
+			name: "key not UTF-8",
+			in:   "[A]\n\x8c=1\n",
+			want: []Option{{Section: "A", Name: "\ufffd", Value: "1", Line: 2}},
+		},
 		{name: "key before section", in: "X=1\n", wantErr: "f.conf:1:"},
 		{name: "no equals", in: "[A]\nfoo\n", wantErr: "f.conf:2:"},
 		{name: "bad header", in: "[A\n", wantErr: "f.conf:1:"},
 		{name: "line too long", in: "[A]\nX=" + strings.Repeat("x", 5000) + "\n", wantErr: "too long"},
 	}
-	for _, tt := range tests {
+}
+
+func TestParseOptions(t *testing.T) {
+	for _, tt := range parseOptionsCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseOptions("f.conf", []byte(tt.in))
 			if tt.wantErr != "" {
@@ -712,9 +752,55 @@ func TestParseOptions(t *testing.T) {
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("ParseOptions:\n got %+v\nwant %+v", got, tt.want)
 			}
-			if got[0].Key() != "A.X" {
+			if got[0].Key() != "A."+tt.want[0].Name {
 				t.Fatalf("Key() = %q", got[0].Key())
 			}
 		})
 	}
+}
+
+// FuzzParseOptions reads files in systemd's INI syntax as soda reads its
+// configuration and sandbox profiles (ParseOptions, Parse). Errors are
+// *Error naming the file, and a line of it when they name one. Every
+// option is found on its own line, in file order: the line holds its
+// name before an '=' (go-systemd's parser, which reads the values, and
+// scanLines, which finds the lines, read the same file).
+func FuzzParseOptions(f *testing.F) {
+	f.Add([]byte(fullConf))
+	for _, tt := range parseErrorCases() {
+		f.Add([]byte(tt.conf))
+	}
+	for _, tt := range parseOptionsCases() {
+		f.Add([]byte(tt.in))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const file = "f.conf"
+		lines := strings.Split(string(data), "\n")
+		checkErr := func(err error) {
+			t.Helper()
+			var ce *Error
+			if !errors.As(err, &ce) || ce.File != file || ce.Line < 0 || ce.Line > len(lines) || !strings.HasPrefix(err.Error(), file) {
+				t.Fatalf("%q: error %v (%T)", data, err, err)
+			}
+		}
+		opts, err := ParseOptions(file, data)
+		if err != nil {
+			checkErr(err)
+		}
+		for i, o := range opts {
+			if o.Line < 1 || o.Line > len(lines) || i > 0 && o.Line <= opts[i-1].Line {
+				t.Fatalf("%q: option %d %s on line %d", data, i, o.Key(), o.Line)
+			}
+			name, _, ok := strings.Cut(strings.TrimSpace(lines[o.Line-1]), "=")
+			if !ok || string([]rune(strings.TrimSpace(name))) != o.Name { // (bytes not UTF-8 are each read as U+FFFD)
+				t.Fatalf("%q: option %s on line %d, which is %q", data, o.Key(), o.Line, lines[o.Line-1])
+			}
+			if strings.Contains(o.Value, "\\\n") || o.Value != strings.TrimSpace(o.Value) {
+				t.Fatalf("%q: option %s = %q", data, o.Key(), o.Value)
+			}
+		}
+		if _, err := Parse(file, "t", data); err != nil {
+			checkErr(err)
+		}
+	})
 }

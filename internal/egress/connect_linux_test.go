@@ -2,19 +2,29 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"io"
+	"net"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-func TestParseRequestLine(t *testing.T) {
-	tests := []struct {
-		line       string
-		wantTarget string // normalised host:port when accepted
-		wantIP     bool
-		wantStatus int    // when refused
-		wantReason string // substring, when refused
-	}{
+// requestLineCase is a request line and what parseRequestLine makes of it.
+type requestLineCase struct {
+	line       string
+	wantTarget string // normalised host:port when accepted
+	wantIP     bool
+	wantStatus int    // when refused
+	wantReason string // substring, when refused
+}
+
+// requestLineCases are TestParseRequestLine's table and seeds of
+// FuzzConnectRequest.
+func requestLineCases() []requestLineCase {
+	return []requestLineCase{
 		{line: "CONNECT example.com:443 HTTP/1.1", wantTarget: "example.com:443"},
 		{line: "CONNECT example.com:443 HTTP/1.0", wantTarget: "example.com:443"},
 		{line: "CONNECT EXAMPLE.Com:443 HTTP/1.1", wantTarget: "example.com:443"},
@@ -74,7 +84,10 @@ func TestParseRequestLine(t *testing.T) {
 		{line: "CONNECT 7f000001:80 HTTP/1.1", wantTarget: "7f000001:80"},
 		{line: "CONNECT 0xgg:80 HTTP/1.1", wantTarget: "0xgg:80"},
 	}
-	for _, tt := range tests {
+}
+
+func TestParseRequestLine(t *testing.T) {
+	for _, tt := range requestLineCases() {
 		t.Run(tt.line, func(t *testing.T) {
 			req, herr := parseRequestLine(tt.line)
 			if tt.wantStatus != 0 {
@@ -96,16 +109,20 @@ func TestParseRequestLine(t *testing.T) {
 	}
 }
 
-func TestReadRequest(t *testing.T) {
-	const limit = 128
-	tests := []struct {
-		name       string
-		in         string
-		wantLine   string
-		wantRest   string // still buffered or unread after the header
-		wantStatus int    // *httpError status; 0 means success or I/O error
-		wantIOErr  bool
-	}{
+// readRequestCase is a request header and what readRequest makes of it.
+type readRequestCase struct {
+	name       string
+	in         string
+	wantLine   string
+	wantRest   string // still buffered or unread after the header
+	wantStatus int    // *httpError status; 0 means success or I/O error
+	wantIOErr  bool
+}
+
+// readRequestCases are TestReadRequest's table, for a header limit of
+// limit bytes, and seeds of FuzzConnectRequest.
+func readRequestCases(limit int) []readRequestCase {
+	return []readRequestCase{
 		{name: "no headers", in: "CONNECT a:1 HTTP/1.1\r\n\r\n", wantLine: "CONNECT a:1 HTTP/1.1"},
 		{name: "headers", in: "CONNECT a:1 HTTP/1.1\r\nHost: b:2\r\nX: y\r\n\r\n", wantLine: "CONNECT a:1 HTTP/1.1"},
 		{name: "pipelined", in: "CONNECT a:1 HTTP/1.1\r\n\r\nhello\r\n\r\nworld", wantLine: "CONNECT a:1 HTTP/1.1", wantRest: "hello\r\n\r\nworld"},
@@ -118,7 +135,11 @@ func TestReadRequest(t *testing.T) {
 		{name: "eof", in: "", wantIOErr: true},
 		{name: "eof in header", in: "CONNECT a:1 HTTP/1.1\r\nX: y", wantIOErr: true},
 	}
-	for _, tt := range tests {
+}
+
+func TestReadRequest(t *testing.T) {
+	const limit = 128
+	for _, tt := range readRequestCases(limit) {
 		t.Run(tt.name, func(t *testing.T) {
 			br := bufio.NewReaderSize(strings.NewReader(tt.in), limit)
 			line, err := readRequest(br, limit)
@@ -144,4 +165,107 @@ func TestReadRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzConnectRequest reads and parses request headers as the proxy does
+// (readRequest, then parseRequestLine). A header is taken only whole: at
+// most the limit, every line ended by CRLF, up to the first empty line,
+// what follows left for the target. A refusal is a 400 or a 405 whose
+// reason (audited) is printable ASCII. An accepted target is normalised:
+// its host:port parses back to the same request; the host is lower case,
+// without a trailing dot, of letters, digits, dots and dashes; an IP
+// literal only as a canonical dotted quad (and then ip is set), never a
+// name that inet_aton could read as an address.
+func FuzzConnectRequest(f *testing.F) {
+	const limit = 128
+	for _, tt := range requestLineCases() {
+		f.Add([]byte(tt.line + "\r\n\r\n"))
+	}
+	for _, tt := range readRequestCases(limit) {
+		f.Add([]byte(tt.in))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		br := bufio.NewReaderSize(bytes.NewReader(in), limit)
+		line, err := readRequest(br, limit)
+		if err != nil {
+			var he *httpError
+			switch {
+			case errors.As(err, &he):
+				if he.status != 400 || !printableASCII(he.reason) {
+					t.Fatalf("readRequest(%q): refused %d %q", in, he.status, he.reason)
+				}
+			case !errors.Is(err, io.EOF) || !strings.HasPrefix(err.Error(), "read request"):
+				t.Fatalf("readRequest(%q): %v", in, err)
+			}
+			return
+		}
+		rest, _ := io.ReadAll(br)
+		header := string(in[:len(in)-len(rest)])
+		if len(header) > limit || !strings.HasPrefix(header, line+"\r\n") ||
+			strings.Index(header[len(line):], "\r\n\r\n") != len(header)-len(line)-4 ||
+			strings.Count(header, "\n") != strings.Count(header, "\r\n") {
+			t.Fatalf("readRequest(%q) took the header %q (line %q)", in, header, line)
+		}
+		req, herr := parseRequestLine(line)
+		if herr != nil {
+			if herr.status != 400 && herr.status != 405 || !printableASCII(herr.reason) {
+				t.Fatalf("parseRequestLine(%q): refused %d %q", line, herr.status, herr.reason)
+			}
+			return
+		}
+		if !strings.HasPrefix(line, "CONNECT ") || !strings.HasSuffix(line, " HTTP/1.1") && !strings.HasSuffix(line, " HTTP/1.0") {
+			t.Fatalf("parseRequestLine(%q) accepted it", line)
+		}
+		target := req.target()
+		if again, herr := parseRequestLine("CONNECT " + target + " HTTP/1.1"); herr != nil || again != req {
+			t.Fatalf("parseRequestLine(%q) = %+v; its target %q parses as %+v, %v", line, req, target, again, herr)
+		}
+		host, port, err := net.SplitHostPort(target)
+		if err != nil || host != req.host || port != strconv.Itoa(int(req.port)) || req.port == 0 {
+			t.Fatalf("parseRequestLine(%q): target %q", line, target)
+		}
+		if host != strings.ToLower(host) || strings.HasSuffix(host, ".") || strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" {
+			t.Fatalf("parseRequestLine(%q): host %q is not normalised", line, host)
+		}
+		a, perr := netip.ParseAddr(host)
+		if req.ip.IsValid() != (perr == nil) || perr == nil && (a != req.ip || !a.Is4()) {
+			t.Fatalf("parseRequestLine(%q): host %q, ip %v", line, host, req.ip)
+		}
+		if !req.ip.IsValid() && inetAtonReads(host) {
+			t.Fatalf("parseRequestLine(%q): host %q, which inet_aton reads as an address, taken as a name", line, host)
+		}
+	})
+}
+
+// printableASCII says whether s holds only printable ASCII bytes.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// inetAtonReads says whether inet_aton could read host as an IPv4
+// address (one to four parts, each decimal, octal or 0x hexadecimal),
+// erring on the side of yes.
+func inetAtonReads(host string) bool {
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return false
+	}
+	for _, p := range parts {
+		if h, ok := strings.CutPrefix(p, "0x"); ok {
+			p = h
+			if strings.Trim(p, "0123456789abcdef") != "" {
+				return false
+			}
+			continue
+		}
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }

@@ -9,16 +9,21 @@ import (
 	"testing"
 )
 
-func TestParseMessageKinds(t *testing.T) {
-	tests := []struct {
-		name       string
-		raw        string
-		wantKind   kind
-		wantID     string
-		wantMethod string
-		wantErr    string // substring; "" means no error
-		notObject  bool   // the error must be errNotObject
-	}{
+// parseMessageCase is a message and what parseMessage makes of it.
+type parseMessageCase struct {
+	name       string
+	raw        string
+	wantKind   kind
+	wantID     string
+	wantMethod string
+	wantErr    string // substring; "" means no error
+	notObject  bool   // the error must be errNotObject
+}
+
+// parseMessageCases are TestParseMessageKinds's table and seeds of
+// FuzzSplitBody.
+func parseMessageCases() []parseMessageCase {
+	return []parseMessageCase{
 		{name: "request", raw: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, wantKind: kindRequest, wantID: "n:1", wantMethod: "tools/list"},
 		{name: "request with string id", raw: `{"jsonrpc":"2.0","id":"abc","method":"ping","params":{}}`, wantKind: kindRequest, wantID: "s:abc", wantMethod: "ping"},
 		{name: "notification", raw: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, wantKind: kindNotification, wantMethod: "notifications/initialized"},
@@ -45,7 +50,10 @@ func TestParseMessageKinds(t *testing.T) {
 		{name: "object id", raw: `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, wantErr: "id must be a string or a number"},
 		{name: "method not a string", raw: `{"jsonrpc":"2.0","id":1,"method":5}`, wantErr: "malformed JSON-RPC message"},
 	}
-	for _, tt := range tests {
+}
+
+func TestParseMessageKinds(t *testing.T) {
+	for _, tt := range parseMessageCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			m, err := parseMessage([]byte(tt.raw))
 			if tt.notObject {
@@ -247,17 +255,21 @@ func TestParseMessageFields(t *testing.T) {
 	}
 }
 
-func TestSplitBody(t *testing.T) {
+// splitBodyCase is an HTTP body and what splitBody makes of it.
+type splitBodyCase struct {
+	name      string
+	body      string
+	wantBatch bool
+	wantRaws  []string // raw bytes of each message
+	wantKinds []kind
+	wantErr   string
+}
+
+// splitBodyCases are TestSplitBody's table and seeds of FuzzSplitBody.
+func splitBodyCases() []splitBodyCase {
 	const ping = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	const note = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
-	tests := []struct {
-		name      string
-		body      string
-		wantBatch bool
-		wantRaws  []string // raw bytes of each message
-		wantKinds []kind
-		wantErr   string
-	}{
+	return []splitBodyCase{
 		{name: "single", body: ping, wantRaws: []string{ping}, wantKinds: []kind{kindRequest}},
 		{name: "single with surrounding blanks", body: "\n  " + ping + " \r\n", wantRaws: []string{ping}, wantKinds: []kind{kindRequest}},
 		{name: "single kept byte for byte", body: `{ "jsonrpc": "2.0", "id": 1, "method": "ping" }`, wantRaws: []string{`{ "jsonrpc": "2.0", "id": 1, "method": "ping" }`}, wantKinds: []kind{kindRequest}},
@@ -311,7 +323,10 @@ func TestSplitBody(t *testing.T) {
 		{name: "malformed single", body: `{"jsonrpc":"2.0",`, wantErr: "malformed JSON-RPC message"},
 		{name: "single scalar", body: `"ping"`, wantErr: "not a JSON object"},
 	}
-	for _, tt := range tests {
+}
+
+func TestSplitBody(t *testing.T) {
+	for _, tt := range splitBodyCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			msgs, batch, err := splitBody([]byte(tt.body))
 			if batch != tt.wantBatch {
@@ -527,4 +542,60 @@ func TestRewriteID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzSplitBody checks the envelope of what clients send: a body is
+// split into messages only when each is a JSON-RPC 2.0 object, each kept
+// byte for byte or compacted, never with a line break (stdio framing is
+// one message a line); its kind agrees with its fields (a request has an
+// id and a method, a notification a method and no id, a response no
+// method); its id comes back from rawID as the same id, and an error
+// response for it is a response with that id; a second reading of its
+// raw bytes finds the same.
+func FuzzSplitBody(f *testing.F) {
+	for _, tt := range parseMessageCases() {
+		f.Add([]byte(tt.raw))
+	}
+	for _, tt := range splitBodyCases() {
+		f.Add([]byte(tt.body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msgs, batch, err := splitBody(body)
+		if err != nil {
+			if msgs != nil {
+				t.Fatalf("splitBody(%q) = %d messages and %v", body, len(msgs), err)
+			}
+			return
+		}
+		if trimmed := bytes.TrimSpace(body); batch != (trimmed[0] == '[') || !batch && len(msgs) != 1 || len(msgs) == 0 {
+			t.Fatalf("splitBody(%q) = %d messages, batch %v", body, len(msgs), batch)
+		}
+		for i, m := range msgs {
+			if bytes.ContainsAny(m.raw, "\r\n") || !json.Valid(m.raw) {
+				t.Fatalf("splitBody(%q): message %d is %q", body, i, m.raw)
+			}
+			switch {
+			case m.kind == kindRequest && (m.id == "" || m.method == ""),
+				m.kind == kindNotification && (m.id != "" || m.method == ""),
+				m.kind == kindResponse && m.method != "",
+				m.kind == kindInvalid:
+				t.Fatalf("splitBody(%q): message %d is a %v with id %q, method %q", body, i, m.kind, m.id, m.method)
+			}
+			again, err := parseMessage(m.raw)
+			if err != nil || !reflect.DeepEqual(again, m) {
+				t.Fatalf("splitBody(%q): message %d read again: %+v, %v; was %+v", body, i, again, err, m)
+			}
+			if m.id == "" {
+				continue
+			}
+			raw := rawID(m.id)
+			if id, err := canonicalID(raw); err != nil || id != m.id {
+				t.Fatalf("splitBody(%q): id %q as JSON %s reads back as %q, %v", body, m.id, raw, id, err)
+			}
+			resp, err := parseMessage(errorResponseID(raw, codeInvalidRequest, "no", nil))
+			if err != nil || resp.kind != kindResponse || resp.id != m.id {
+				t.Fatalf("splitBody(%q): the error response for id %q is %+v, %v", body, m.id, resp, err)
+			}
+		}
+	})
 }

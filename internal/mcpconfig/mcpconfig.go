@@ -95,12 +95,39 @@ type jsonServer struct {
 }
 
 func decodeServers(file string, raw json.RawMessage) (map[string]jsonServer, error) {
+	// encoding/json takes "Command" (or "commanD", "argſ") for
+	// "command"; the agents, in JavaScript, do not: such a key would make
+	// soda run what the agent reading the same file would not. These
+	// are the keys jsonServer reads.
+	jsonKeys := []string{"type", "command", "args", "env", "environment", "url", "headers", "enabled", "disabled"}
+	var entries map[string]map[string]json.RawMessage
+	if json.Unmarshal(raw, &entries) == nil {
+		for name, e := range entries {
+			for k := range e {
+				if err := exactKey(k, jsonKeys); err != nil {
+					return nil, fmt.Errorf("%s: server %q: %w", file, name, err)
+				}
+			}
+		}
+	}
 	var m map[string]jsonServer
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%s: servers: %w", file, err)
 	}
 	return m, nil
+}
+
+// exactKey refuses key when it is one of known but for case (as
+// strings.EqualFold, which encoding/json and BurntSushi/toml match
+// struct fields with), since the agents' readers are case-sensitive.
+func exactKey(key string, known []string) error {
+	for _, k := range known {
+		if key != k && strings.EqualFold(key, k) {
+			return fmt.Errorf("key %q: keys are case-sensitive, the agents read %q", key, k)
+		}
+	}
+	return nil
 }
 
 func parseClaude(file string, raw json.RawMessage) (*Config, error) {
@@ -220,8 +247,21 @@ type codexFile struct {
 
 func parseCodex(file string, data []byte) (*Config, error) {
 	var f codexFile
-	if _, err := toml.Decode(string(data), &f); err != nil {
+	md, err := toml.Decode(string(data), &f)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	// BurntSushi/toml takes [MCP_servers.x] or Command = for what Codex
+	// (serde, case-sensitive) ignores. These are the keys codexFile reads.
+	codexKeys := []string{"command", "args", "env", "env_vars", "url", "enabled", "http_headers"}
+	for _, k := range md.Keys() {
+		err := exactKey(k[0], []string{"mcp_servers"})
+		if err == nil && len(k) >= 3 && k[0] == "mcp_servers" {
+			err = exactKey(k[2], codexKeys)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", file, k, err)
+		}
 	}
 	if len(f.MCPServers) == 0 {
 		return nil, fmt.Errorf("%s: no [mcp_servers.NAME] table", file)

@@ -1,6 +1,8 @@
 package mcpconfig
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,10 +67,14 @@ func TestParseFormats(t *testing.T) {
 	}
 }
 
-func TestParseHostile(t *testing.T) {
-	tests := []struct {
-		file, data, want string
-	}{
+// parseHostileCase is a file Parse refuses and what its error says.
+type parseHostileCase struct {
+	file, data, want string
+}
+
+// parseHostileCases are TestParseHostile's table and seeds of FuzzParse.
+func parseHostileCases() []parseHostileCase {
+	return []parseHostileCase{
 		{"x.json", `{"mcpServers": {"a": {}}}`, "neither a command nor a url"},
 		{"x.json", `{"mcpServers": {"a": {"command": "x", "url": "http://h/"}}}`, "both"},
 		{"x.json", `{"mcpServers": {"a b": {"command": "x"}}}`, "letters, digits"},
@@ -79,8 +85,19 @@ func TestParseHostile(t *testing.T) {
 		{"x.json", `{"mcpServers": `, "not JSON"},
 		{"c.toml", `[mcp_servers`, "c.toml"},
 		{"c.toml", `model = "x"`, "no [mcp_servers.NAME]"},
+		// Keys the agents would not read (they are case-sensitive),
+		// which Go's decoders take for theirs (found by FuzzParse:
+		// Rewrite then found no mcp_servers table).
+		{"x.json", `{"mcpServers": {"a": {"Command": "x"}}}`, `key "Command": keys are case-sensitive`},
+		{"x.json", `{"mcpServers": {"a": {"command": "x", "argſ": ["y"]}}}`, "case-sensitive"},
+		{"x.json", `{"servers": {"a": {"type": "stdio", "command": "x", "ENV": {"A": "b"}}}}`, "case-sensitive"},
+		{"c.toml", "[mCp_servers.a]\ncommand = \"x\"\n", "case-sensitive"},
+		{"c.toml", "[mcp_servers.a]\nCommand = \"x\"\n", "case-sensitive"},
 	}
-	for _, tc := range tests {
+}
+
+func TestParseHostile(t *testing.T) {
+	for _, tc := range parseHostileCases() {
 		if _, err := Parse(tc.file, []byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %q: %v, want an error saying %q", tc.file, tc.data, err, tc.want)
 		}
@@ -197,4 +214,113 @@ func TestExpand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fuzzFiles are the file names FuzzParse reads its data as (the extension
+// decides between TOML and JSON).
+func fuzzFiles() []string { return []string{".mcp.json", "config.toml", "opencode.json", "mcp.json"} }
+
+// FuzzParse reads agents' MCP configuration files as sodactl run
+// --mcp-config does. A refusal names the file. What is accepted is one of
+// the four formats, its servers sorted by name, each name one the agents
+// take, each either a stdio command or an http(s) URL with a host. The
+// file rewritten for the sandboxes (a server turned into an HTTP entry,
+// another dropped) reads back as the same servers but those two.
+// Expanding variables never fails but for a server it names.
+func FuzzParse(f *testing.F) {
+	for _, tt := range formats {
+		f.Add(uint8(slices.Index(fuzzFiles(), tt.file)), []byte(tt.data))
+	}
+	for _, tt := range parseHostileCases() {
+		toml := uint8(0)
+		if strings.HasSuffix(tt.file, ".toml") {
+			toml = 1
+		}
+		f.Add(toml, []byte(tt.data))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		file := fuzzFiles()[int(which)%len(fuzzFiles())]
+		c, err := Parse(file, data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), file+": ") {
+				t.Fatalf("Parse(%q): %v (does not name the file)", data, err)
+			}
+			return
+		}
+		if (c.Format == FormatCodex) != strings.HasSuffix(file, ".toml") || !slices.Contains([]string{FormatClaude, FormatCodex, FormatOpenCode, FormatVSCode}, c.Format) {
+			t.Fatalf("Parse(%q): format %q", data, c.Format)
+		}
+		for i, s := range c.Servers {
+			if i > 0 && c.Servers[i-1].Name >= s.Name || checkName(s.Name) != nil {
+				t.Fatalf("Parse(%q): servers %+v", data, c.Servers)
+			}
+			switch s.Transport {
+			case "stdio":
+				if s.Command == "" || s.URL != "" {
+					t.Fatalf("Parse(%q): stdio server %+v", data, s)
+				}
+			case "http", "sse":
+				if _, err := s.HostPort(); s.Command != "" || checkURL(s.URL) != nil || err != nil {
+					t.Fatalf("Parse(%q): remote server %+v (%v)", data, s, err)
+				}
+			default:
+				t.Fatalf("Parse(%q): server %+v", data, s)
+			}
+		}
+		checkRewrite(t, file, data, c)
+		if err := c.Expand(func(name string) (string, bool) { return "v", name == "TOKEN" }); err != nil && !strings.HasPrefix(err.Error(), "server ") {
+			t.Fatalf("Expand of %q: %v (does not name the server)", data, err)
+		}
+	})
+}
+
+// checkRewrite rewrites file (data, read as c) with its first server
+// made an HTTP entry and its last one dropped, and checks that the
+// result reads as c with those changes.
+func checkRewrite(t *testing.T, file string, data []byte, c *Config) {
+	t.Helper()
+	if len(c.Servers) == 0 {
+		return
+	}
+	ep := Endpoint{URL: "http://127.0.0.1:4242/mcp", Token: "tok"}
+	http := map[string]Endpoint{c.Servers[0].Name: ep}
+	want := []Server{{Name: c.Servers[0].Name, URL: ep.URL, Transport: "http", Headers: map[string]string{"Authorization": "Bearer tok"}}}
+	var drop []string
+	if n := len(c.Servers); n > 1 {
+		drop = []string{c.Servers[n-1].Name}
+		want = append(want, c.Servers[1:n-1]...)
+	}
+	out, err := Rewrite(file, data, http, drop)
+	if err != nil {
+		t.Fatalf("Rewrite(%q) of what Parse reads: %v", data, err)
+	}
+	back, err := Parse(file, out)
+	if err != nil {
+		t.Fatalf("Rewrite(%q) = %q, which Parse refuses: %v", data, out, err)
+	}
+	if back.Format != c.Format || !reflect.DeepEqual(emptyAsNil(back.Servers), emptyAsNil(want)) {
+		t.Fatalf("Rewrite(%q) = %q, read as %+v; want %+v", data, out, back, want)
+	}
+}
+
+// emptyAsNil is servers with empty lists and maps made nil (a rewritten
+// file need not keep "args": [] apart from no args).
+func emptyAsNil(servers []Server) []Server {
+	out := slices.Clone(servers)
+	for i := range out {
+		s := &out[i]
+		if len(s.Args) == 0 {
+			s.Args = nil
+		}
+		if len(s.Env) == 0 {
+			s.Env = nil
+		}
+		if len(s.EnvVars) == 0 {
+			s.EnvVars = nil
+		}
+		if len(s.Headers) == 0 {
+			s.Headers = nil
+		}
+	}
+	return out
 }

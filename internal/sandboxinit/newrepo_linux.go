@@ -749,14 +749,26 @@ func (g *guard) checkConfig(w *watched, name string) {
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return
 	}
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	if err != nil || !protect.GitConfigRuns(string(b)) {
+	const maxConfig, nothing = 1 << 20, "[core]\n\trepositoryformatversion = 0\n"
+	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	if err != nil {
 		return
 	}
-	clean, removed := stripGitRuns(string(b))
-	if protect.GitConfigRuns(clean) {
-		// The two readings disagree (continued lines): keep nothing.
-		clean, removed = "[core]\n\trepositoryformatversion = 0\n", []string{"everything (not understood)"}
+	var clean string
+	var removed []string
+	switch {
+	case len(b) > maxConfig:
+		// git reads past what is read here: nothing is kept.
+		clean, removed = nothing, []string{fmt.Sprintf("everything (more than %d bytes)", maxConfig)}
+	case !protect.GitConfigRuns(string(b)):
+		return
+	default:
+		clean, removed = stripGitRuns(string(b))
+		if protect.GitConfigRuns(clean) {
+			// Cannot be (one reading removes what the other finds);
+			// should it ever be, nothing is kept.
+			clean, removed = nothing, []string{"everything (not understood)"}
+		}
 	}
 	tmp := fmt.Sprintf("%s.soda-%d", name, os.Getpid())
 	_ = unix.Unlinkat(w.git, tmp, 0)
@@ -831,83 +843,25 @@ func underAny(p string, paths []string) bool {
 }
 
 // stripGitRuns returns the configuration text without the keys that make
-// git run a program (protect.GitRunsKeys), as protect.GitConfigRuns reads them, and the
-// keys it removed. A value continued on the next line (a trailing
-// backslash) goes with its key.
+// git run a program (protect.GitRunsKeys), as protect.GitConfigLines reads
+// them (the reading protect.GitConfigRuns makes), and the keys it removed.
+// A value continued on the next lines (a trailing backslash) goes with its
+// key; the section headers on a removed key's line stay.
 func stripGitRuns(text string) (string, []string) {
 	var out strings.Builder
 	var removed []string
-	section := ""
-	cont, drop := false, false
-	for _, raw := range strings.SplitAfter(text, "\n") {
-		if cont {
-			cont = continues(raw)
-			if !drop {
-				out.WriteString(raw)
-			}
-			continue
-		}
-		drop = false
-		line := strings.ToLower(strings.TrimSpace(raw))
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			out.WriteString(raw)
-			continue
-		}
-		header := ""
-		if line[0] == '[' {
-			end := strings.IndexByte(line, ']')
-			if end < 0 {
-				out.WriteString(raw)
-				continue
-			}
-			if name := strings.Fields(line[1:end]); len(name) > 0 {
-				section = strings.SplitN(name[0], ".", 2)[0]
-			}
-			rawEnd := strings.IndexByte(raw, ']')
-			header = raw[:rawEnd+1]
-			line = strings.TrimSpace(line[end+1:])
-			if line == "" {
-				out.WriteString(raw)
-				continue
+	for l := range protect.GitConfigLines(text) {
+		switch {
+		case !l.Runs():
+			out.WriteString(l.Text)
+		case !l.Continued:
+			removed = append(removed, l.ShortKey())
+			if l.Headers != "" {
+				out.WriteString(l.Headers + "\n")
 			}
 		}
-		key, _, _ := strings.Cut(line, "=")
-		full := section + "." + strings.TrimSpace(key)
-		cont = continues(raw)
-		if slices.ContainsFunc(protect.GitRunsKeys, func(k string) bool {
-			return full == k || strings.HasSuffix(k, ".") && strings.HasPrefix(full, k)
-		}) {
-			removed = append(removed, full)
-			drop = true
-			if header != "" {
-				out.WriteString(header + "\n")
-			}
-			continue
-		}
-		out.WriteString(raw)
 	}
 	return out.String(), removed
-}
-
-// continues says whether a configuration line's value goes on to the next
-// line: it ends with an escaping backslash outside a comment.
-func continues(raw string) bool {
-	s := strings.TrimRight(raw, "\r\n")
-	quoted, escaped := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case escaped:
-			escaped = false
-		case c == '\\':
-			escaped = true
-		case c == '"':
-			quoted = !quoted
-		case (c == '#' || c == ';') && !quoted:
-			return false
-		}
-	}
-	return escaped
 }
 
 // truncate cuts s to n bytes, marking the cut.

@@ -2,13 +2,16 @@ package session
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,9 +172,49 @@ func TestSnapshotHostile(t *testing.T) {
 	if _, err := snapshotOf(context.Background(), strings.NewReader("f\x00"), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("a truncated listing was read")
 	}
+	// A file's size that is no size (found by FuzzSnapshot: a negative
+	// one reached the diff, which reads that many bytes of the baseline).
+	for _, size := range []string{"-5", "x", ""} {
+		if _, err := snapshotOf(context.Background(), bytes.NewReader(listing([5]string{"f", "644", size, "", "./f"})), snapOpts{maxBytes: 1024}); err == nil || !strings.Contains(err.Error(), "size") {
+			t.Errorf("a listed size %q: %v, want it refused", size, err)
+		}
+	}
 	garbage := append(listing(), []byte(strings.Repeat("not a tar stream ", 40))...)
 	if _, err := snapshotOf(context.Background(), bytes.NewReader(garbage), snapOpts{maxBytes: 1024}); err == nil {
 		t.Errorf("garbage parsed as a tar stream")
+	}
+}
+
+// TestSnapshotNamedTwice: a name the tar stream holds twice (tar -c a a)
+// takes its last contents, and what was kept of the first goes with them
+// (found by FuzzSnapshot: the kept contents were the first's, the size
+// and digest the second's).
+func TestSnapshotNamedTwice(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		second  *tar.Header
+		size    int64
+		kept    bool
+		keepMax int64
+	}{
+		{"kept again", &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 5}, 5, true, 1 << 10},
+		{"too big to keep again", &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 600}, 600, false, 512},
+		{"then a link to a file kept", &tar.Header{Name: "./a", Typeflag: tar.TypeLink, Linkname: "./k"}, 5, true, 1 << 10},
+		{"then a link to a file not kept", &tar.Header{Name: "./a", Typeflag: tar.TypeLink, Linkname: "./b"}, 600, false, 512},
+		{"then a link to an unread file", &tar.Header{Name: "./a", Typeflag: tar.TypeLink, Linkname: "./u"}, 3, true, 1 << 10},
+	} {
+		in := append(listing([5]string{"f", "644", "3", "", "./a"}, [5]string{"f", "644", "5", "", "./k"}, [5]string{"f", "644", "600", "", "./b"}, [5]string{"f", "0", "9", "", "./u"}),
+			mkTar(&tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 3}, &tar.Header{Name: "./k", Typeflag: tar.TypeReg, Size: 5},
+				&tar.Header{Name: "./b", Typeflag: tar.TypeReg, Size: 600}, tt.second)...)
+		s, err := snapshotOf(context.Background(), bytes.NewReader(in), snapOpts{maxBytes: 1 << 12, keepMax: tt.keepMax, keep: func(string, int64) bool { return true }})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		e := s.entries["a"]
+		data, kept := s.kept["a"]
+		if e.Size != tt.size || kept != tt.kept || kept && (int64(len(data)) != e.Size || sumOf(data) != e.Sum) {
+			t.Errorf("%s: entry %+v, kept %v (%d bytes)", tt.name, e, kept, len(data))
+		}
 	}
 }
 
@@ -339,4 +382,109 @@ func TestDecodeFiles(t *testing.T) {
 	if _, err := decodeFiles(make([]File, 11), 10, 100); err == nil {
 		t.Errorf("files past the count bound were accepted")
 	}
+}
+
+// FuzzSnapshot reads what a snapshot command prints (the listing, then
+// the tar stream) as the session does: bounded (entries, contents read,
+// contents kept), every entry of a known type and mode, a size that is
+// never negative, a name no longer than a path or marked long; the
+// contents kept are the file's, by its digest; a failure says what it
+// read. An input is raw bytes, or, when spec is not empty, its listing
+// followed by a tar stream that spec makes of the listed names (see
+// specTar): mutations of a raw tar stream seldom stay one.
+func FuzzSnapshot(f *testing.F) {
+	hostile := listing(
+		[5]string{"f", "0", "3", "", "./ok"},
+		[5]string{"l", "777", "11", "/etc/shadow", "./l"},
+		[5]string{"s", "755", "0", "", "./sock"},
+		[5]string{"d", "0", "4096", "", "./locked"},
+		[5]string{"f", "400", "3", "", "./hard"},
+	)
+	f.Add(append(hostile, mkTar(
+		&tar.Header{Name: "./ok", Typeflag: tar.TypeReg, Size: 3, Mode: 0o400},
+		&tar.Header{Name: "./hard", Typeflag: tar.TypeLink, Linkname: "./ok"},
+		&tar.Header{Name: "./not-listed", Typeflag: tar.TypeReg, Size: 1},
+	)...), []byte(nil))
+	f.Add(hostile, []byte{0, 0, 3, 4, 1, 4, 3, 2, 0})
+	part := listing([5]string{"f", "644", "600", "", "./a"}, [5]string{"f", "644", "600", "", "./b"})
+	f.Add(append(part, mkTar(&tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 600}, &tar.Header{Name: "./b", Typeflag: tar.TypeReg, Size: 600})...), []byte(nil))
+	f.Add(part, []byte{0, 8, 100, 1, 0, 100})
+	f.Add(append(listing([5]string{"f", "644", "2048", "", "./big"}), mkTar(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: 2048})...), []byte(nil))
+	f.Add(append(listing(), []byte(strings.Repeat("not a tar stream ", 40))...), []byte(nil))
+	f.Add([]byte("f\x00"), []byte(nil))
+	f.Add(listing([5]string{"f", "644", "-5", "", "./neg"}, [5]string{"f", "644", "x", "", "./odd"}), []byte{1, 0, 1})
+	f.Fuzz(func(t *testing.T, in, spec []byte) {
+		if len(spec) > 0 {
+			in = specTar(in, spec)
+		}
+		const maxBytes, keepMax = 1 << 12, 1 << 10
+		s, err := snapshotOf(context.Background(), bytes.NewReader(in), snapOpts{maxBytes: maxBytes, keepMax: keepMax,
+			keep: func(string, int64) bool { return true }})
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "read the workspace") {
+				t.Fatalf("snapshotOf: %v (does not say what failed)", err)
+			}
+			return
+		}
+		if len(s.entries) > maxEntries || s.copied < 0 || s.copied > maxBytes {
+			t.Fatalf("%d entries, %d bytes of contents", len(s.entries), s.copied)
+		}
+		for name, e := range s.entries {
+			switch {
+			case name == "" || len(name) > maxPathLen && !e.LongName || e.LongName && len(name) > keptName+100:
+				t.Fatalf("entry named %q", name)
+			case e.Mode < 0 || e.Mode > 0o7777 || e.Size < 0:
+				t.Fatalf("%q: mode %o, size %d", name, e.Mode, e.Size)
+			case e.Type != "file" && e.Type != "dir" && e.Type != "symlink" && e.Type != "other":
+				t.Fatalf("%q: type %q", name, e.Type)
+			}
+		}
+		for name, data := range s.kept {
+			e := s.entries[name]
+			if e == nil || e.Type != "file" || e.Unread || e.Size != int64(len(data)) || e.Sum != sumOf(data) {
+				t.Fatalf("kept %q (%d bytes) for %+v", name, len(data), e)
+			}
+		}
+	})
+}
+
+// specTar is the listing that in opens with, followed by a tar stream of
+// its names made from spec, three bytes an entry: which name (a), the
+// kind (b: a regular file, a hard link or a directory; with or without
+// "./"; PAX or GNU), and the size in 37-byte steps or which name a link
+// names (c). A listing that does not read leaves in as it is.
+func specTar(in, spec []byte) []byte {
+	br := bufio.NewReaderSize(bytes.NewReader(in), 64<<10)
+	entries := map[string]*Entry{}
+	if readListing(br, entries, maxEntries) != nil || len(entries) == 0 {
+		return in
+	}
+	names := slices.Sorted(maps.Keys(entries))
+	out := slices.Clone(in[:len(in)-br.Buffered()])
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for ; len(spec) >= 3; spec = spec[3:] {
+		name, kind, n := names[int(spec[0])%len(names)], spec[1], int(spec[2])
+		h := &tar.Header{Name: name, Mode: 0o644, Format: tar.FormatPAX}
+		if kind&4 != 0 {
+			h.Name = "./" + name
+		}
+		if kind&8 != 0 {
+			h.Format = tar.FormatGNU
+		}
+		switch kind % 3 {
+		case 0:
+			h.Typeflag, h.Size = tar.TypeReg, int64(n)*37
+		case 1:
+			h.Typeflag, h.Linkname = tar.TypeLink, "./"+names[n%len(names)]
+		default:
+			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+		}
+		if tw.WriteHeader(h) != nil {
+			return in
+		}
+		_, _ = tw.Write(bytes.Repeat([]byte{kind}, int(h.Size)))
+	}
+	_ = tw.Close()
+	return append(out, b.Bytes()...)
 }

@@ -260,7 +260,11 @@ func readListing(br *bufio.Reader, into map[string]*Entry, max int) error {
 		switch typ {
 		case "f":
 			e.Type = "file"
-			e.Size, _ = strconv.ParseInt(sizeS, 10, 64)
+			// A size that is not one (negative: a diff would make a
+			// slice of it) is a listing not made by find.
+			if e.Size, err = strconv.ParseInt(sizeS, 10, 64); err != nil || e.Size < 0 {
+				return fmt.Errorf("read the workspace: size %q of %q", sizeS, name)
+			}
 		case "d":
 			e.Type, e.Unread = "dir", false
 		case "l":
@@ -316,6 +320,9 @@ func (s *snapshot) readTar(ctx context.Context, r io.Reader, o snapOpts) error {
 			}
 			s.copied += h.Size
 			e.Type, e.Size, e.Sum, e.Unread, e.off = "file", h.Size, sum, false, off
+			// A name the stream holds twice (tar -c a a) takes its last
+			// contents: what was kept of an earlier one goes.
+			delete(s.kept, name)
 			if keep {
 				kept += h.Size
 				s.kept[name] = data
@@ -324,6 +331,7 @@ func (s *snapshot) readTar(ctx context.Context, r io.Reader, o snapOpts) error {
 			// The same contents as a file earlier in the stream.
 			if t := s.entries[strings.TrimPrefix(h.Linkname, "./")]; t != nil && t.Type == "file" && !t.Unread {
 				e.Type, e.Size, e.Sum, e.Unread, e.off = "file", t.Size, t.Sum, false, t.off
+				delete(s.kept, name)
 				if d, ok := s.kept[strings.TrimPrefix(h.Linkname, "./")]; ok {
 					s.kept[name] = d
 				}

@@ -2,21 +2,29 @@ package stdiorpc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-func TestCheckFrame(t *testing.T) {
-	for _, tc := range []struct {
-		name, frame string
-		ok          bool
-	}{
+// checkFrameCase is a frame and whether CheckFrame accepts it.
+type checkFrameCase struct {
+	name, frame string
+	ok          bool
+}
+
+// checkFrameCases are TestCheckFrame's table (at depth 64) and seeds of
+// FuzzCheckFrame.
+func checkFrameCases() []checkFrameCase {
+	return []checkFrameCase{
 		{"object", `{"a":"b"}`, true},
 		{"a pair of surrogates", `{"a":"\ud83d\ude00"}`, true},
 		{"an escaped backslash before u", `{"a":"\\ud800"}`, true},
@@ -31,7 +39,11 @@ func TestCheckFrame(t *testing.T) {
 		{"deep", strings.Repeat("[", 65) + strings.Repeat("]", 65), false},
 		{"as deep as allowed", strings.Repeat("[", 64) + strings.Repeat("]", 64), true},
 		{"brackets in strings do not nest", `{"a":"` + strings.Repeat("[", 100) + `"}`, true},
-	} {
+	}
+}
+
+func TestCheckFrame(t *testing.T) {
+	for _, tc := range checkFrameCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckFrame([]byte(tc.frame), 64)
 			if (err == nil) != tc.ok {
@@ -126,3 +138,76 @@ func TestBadFramesDoNotEndTheSession(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// FuzzCheckFrame compares CheckFrame with encoding/json: a frame is
+// accepted exactly when it is UTF-8, valid JSON, nested at most maxDepth
+// deep, and decodes without a U+FFFD that it does not hold itself (the
+// replacement encoding/json makes for a lone surrogate). A refusal is a
+// *FrameError at a byte of the frame, Invalid only for a frame too deep.
+func FuzzCheckFrame(f *testing.F) {
+	for _, tc := range checkFrameCases() {
+		f.Add([]byte(tc.frame))
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+	f.Add([]byte(`{"a":["\ud83d\ude00","\u00e9\n",{"b":[null,true,-1.5e3]}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		const maxDepth = 8
+		err := CheckFrame(b, maxDepth)
+		var fe *FrameError
+		if err != nil && (!errors.As(err, &fe) || fe.Offset < 0 || fe.Offset > len(b)) {
+			t.Fatalf("CheckFrame(%q) = %v", b, err)
+		}
+		good := utf8.Valid(b) && json.Valid(b)
+		depth, replaced := 0, false
+		if good {
+			depth, replaced = jsonDepthAndReplacement(t, b)
+		}
+		ownFFFD := bytes.Contains(bytes.ToLower(b), []byte(`\ufffd`)) || bytes.ContainsRune(b, utf8.RuneError)
+		switch {
+		case err == nil && (!good || depth > maxDepth):
+			t.Fatalf("CheckFrame(%q) accepts it: JSON %v, depth %d", b, good, depth)
+		case err == nil && replaced && !ownFFFD:
+			t.Fatalf("CheckFrame(%q) accepts what encoding/json decodes with a U+FFFD", b)
+		case err != nil && good && depth <= maxDepth && !replaced:
+			t.Fatalf("CheckFrame(%q) = %v, for a frame encoding/json decodes as sent", b, err)
+		case fe != nil && fe.Invalid && !(good && depth > maxDepth):
+			t.Fatalf("CheckFrame(%q) = %v (invalid), for a frame not too deep", b, err)
+		}
+		if err == nil {
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatalf("CheckFrame(%q) accepts what encoding/json refuses: %v", b, err)
+			}
+		}
+	})
+}
+
+// jsonDepthAndReplacement decodes the valid JSON b token by token and
+// returns its nesting depth and whether a string of it (key or value)
+// decodes with a U+FFFD.
+func jsonDepthAndReplacement(t *testing.T, b []byte) (depth int, replaced bool) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	d := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return depth, replaced
+		}
+		if err != nil {
+			t.Fatalf("decode %q: %v", b, err)
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			if tok == '[' || tok == '{' {
+				d++
+				depth = max(depth, d)
+			} else {
+				d--
+			}
+		case string:
+			replaced = replaced || strings.ContainsRune(tok, utf8.RuneError)
+		}
+	}
+}

@@ -80,25 +80,6 @@ func TestProtectPlan(t *testing.T) {
 	}
 }
 
-func TestGitConfigRuns(t *testing.T) {
-	for _, tt := range []struct {
-		text string
-		want bool
-	}{
-		{"[core]\n\trepositoryformatversion = 0\n\tbare = false\n", false},
-		{"[core]\n\thooksPath = /tmp\n", true},
-		{"[Core]\n  FSMonitor=/tmp/x\n", true},
-		{"[alias]\n\tst = !sh -c id\n", true},
-		{"[filter \"lfs\"]\n\tclean = x\n", true},
-		{"[user]\n\tname = a\n[core] sshCommand = x\n", true},
-		{"# [core] hooksPath = x\n[user]\nemail = a@b\n", false},
-	} {
-		if got := GitConfigRuns(tt.text); got != tt.want {
-			t.Errorf("GitConfigRuns(%q) = %v, want %v", tt.text, got, tt.want)
-		}
-	}
-}
-
 // TestPlanProjectMCP: a project's MCP configuration, whose stdio servers
 // the host's agents run, is read-only at the grant's top and in each
 // repository below it; a missing one is left alone.
