@@ -21,10 +21,10 @@ func newTestCgroup1Placer(t *testing.T, prefix string) *cgroup1Placer {
 	t.Helper()
 	p, err := newCgroup1Placer(prefix, Limits{MemoryMax: 256 << 20, TasksMax: 50, CPUQuota: 30, CPUWeight: 100}, Parent{})
 	if err != nil {
-		t.Skipf("SKIP: no writable cgroup v1 hierarchies here: %v", err)
+		t.Skipf("host lacks: no writable cgroup v1 hierarchies here: %v", err)
 	}
 	if m := p.Unenforced(); len(m) > 0 {
-		t.Skipf("SKIP: the cgroup v1 hierarchies here lack %v", m)
+		t.Skipf("host lacks: the cgroup v1 hierarchies here lack %v", m)
 	}
 	return p
 }
@@ -40,7 +40,7 @@ func TestCgroup1GroupLimitsKillRelease(t *testing.T) {
 			if !withV2 {
 				p.v2 = nil
 			} else if p.v2 == nil {
-				t.Skip("SKIP: no writable cgroup v2 tree here")
+				t.Skip("host lacks: no writable cgroup v2 tree here")
 			}
 			g, err := p.NewGroup(fmt.Sprintf("g%d", os.Getpid()))
 			if err != nil {

@@ -17,24 +17,24 @@ import (
 func writableHierarchies(t *testing.T) (v1, v2 string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("SKIP: the cgroup hierarchies are writable by root only")
+		t.Skip("host lacks: the cgroup hierarchies are writable by root only")
 	}
 	v1 = "/sys/fs/cgroup/pids"
 	if err := os.Mkdir(filepath.Join(v1, "soda-gsweep-probe"), 0o755); err != nil {
-		t.Skipf("SKIP: no writable cgroup v1 pids hierarchy here: %v", err)
+		t.Skipf("host lacks: no writable cgroup v1 pids hierarchy here: %v", err)
 	}
 	os.Remove(filepath.Join(v1, "soda-gsweep-probe"))
 	m, err := cgroup2Mount()
 	if err != nil {
-		t.Skipf("SKIP: %v", err)
+		t.Skipf("host lacks: %v", err)
 	}
 	own, err := ownCgroup2Path()
 	if err != nil {
-		t.Skipf("SKIP: %v", err)
+		t.Skipf("host lacks: %v", err)
 	}
 	v2 = filepath.Join(m, own)
 	if err := os.Mkdir(filepath.Join(v2, "soda-gsweep-probe"), 0o755); err != nil {
-		t.Skipf("SKIP: our cgroup v2 directory %s is not writable: %v", v2, err)
+		t.Skipf("host lacks: our cgroup v2 directory %s is not writable: %v", v2, err)
 	}
 	os.Remove(filepath.Join(v2, "soda-gsweep-probe"))
 	return v1, v2

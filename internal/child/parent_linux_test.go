@@ -150,7 +150,7 @@ func TestCgroup1Parent(t *testing.T) {
 	limits := Limits{MemoryMax: 256 << 20, TasksMax: 50, CPUQuota: 100, CPUWeight: 100}
 	p, err := newCgroup1Placer(prefix, limits, Parent{Name: name, CPUQuota: 150})
 	if err != nil {
-		t.Skipf("SKIP: no writable cgroup v1 hierarchies here: %v", err)
+		t.Skipf("host lacks: no writable cgroup v1 hierarchies here: %v", err)
 	}
 	var parents []string
 	for c, mount := range p.mounts {
@@ -161,7 +161,7 @@ func TestCgroup1Parent(t *testing.T) {
 	}
 	removeParent(t, parents...)
 	if m := p.Unenforced(); len(m) > 0 {
-		t.Skipf("SKIP: the cgroup v1 hierarchies here lack %v", m)
+		t.Skipf("host lacks: the cgroup v1 hierarchies here lack %v", m)
 	}
 	for _, d := range parents {
 		if filepath.Base(d) != name {
@@ -287,7 +287,7 @@ func TestCgroup2Parent(t *testing.T) {
 	const prefix, name = "soda-c2ptest", "soda-c2ptest.slice"
 	p, err := newCgroupPlacer(prefix, Limits{CPUQuota: 100}, Parent{Name: name, CPUQuota: 150})
 	if err != nil {
-		t.Skipf("SKIP: no writable cgroup v2 tree here: %v", err)
+		t.Skipf("host lacks: no writable cgroup v2 tree here: %v", err)
 	}
 	parent := filepath.Join(p.mount, p.base)
 	removeParent(t, parent)

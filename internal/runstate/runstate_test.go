@@ -23,7 +23,7 @@ func TestLookup(t *testing.T) {
 	self := os.Getpid()
 	start, err := ProcStart(self)
 	if errors.Is(err, errors.ErrUnsupported) {
-		t.Skipf("SKIP: %v", err)
+		t.Skipf("host lacks: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

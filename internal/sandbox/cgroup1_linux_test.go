@@ -19,21 +19,21 @@ import (
 func requireCgroup1(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("SKIP: cgroup v1 placement is for root callers")
+		t.Skip("host lacks: cgroup v1 placement is for root callers")
 	}
 	if Detect().Cgroups == CgroupSystemd {
-		t.Skip("SKIP: systemd is the service manager here: the sandbox gets a transient scope (test/sandbox)")
+		t.Skip("host lacks: systemd is the service manager here: the sandbox gets a transient scope (test/sandbox)")
 	}
 	l := child.Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50}
 	if p, err := child.NewCgroupPlacer("soda-sandbox", l, sandboxParent(runtime.NumCPU())); err == nil && len(p.Unenforced()) == 0 {
-		t.Skip("SKIP: the cgroup v2 tree here enforces every limit: the v1 hierarchies are not used")
+		t.Skip("host lacks: the cgroup v2 tree here enforces every limit: the v1 hierarchies are not used")
 	}
 	p, err := child.NewCgroup1Placer("soda-sandbox", l, sandboxParent(runtime.NumCPU()))
 	if err != nil {
-		t.Skipf("SKIP: no usable cgroup v1 hierarchies here: %v", err)
+		t.Skipf("host lacks: no usable cgroup v1 hierarchies here: %v", err)
 	}
 	if m := p.Unenforced(); len(m) > 0 {
-		t.Skipf("SKIP: the cgroup v1 hierarchies here cannot enforce %v", m)
+		t.Skipf("host lacks: the cgroup v1 hierarchies here cannot enforce %v", m)
 	}
 }
 
@@ -98,7 +98,7 @@ func TestCgroupV1CPUQuota(t *testing.T) {
 	}
 	free := cpu(0)
 	if free < 0.75 {
-		t.Skipf("SKIP: the host is too busy to tell (the burner got %.2fs of CPU in 1.5s without a quota)", free)
+		t.Skipf("host lacks: the host is too busy to tell (the burner got %.2fs of CPU in 1.5s without a quota)", free)
 	}
 	got := cpu(20)
 	t.Logf("CPU in 1.5 s: %.3fs without a quota, %.3fs under CPUQuota=20%%", free, got)

@@ -73,7 +73,7 @@ func fileSize(path string) int64 {
 func TestExecEndOthers(t *testing.T) {
 	requireNamespaces(t)
 	if os.Getuid() != 0 {
-		t.Skip("SKIP: the sandbox's processes are read from the host's /proc as root")
+		t.Skip("host lacks: the sandbox's processes are read from the host's /proc as root")
 	}
 	// The fork loop runs only under an enforced task limit.
 	limited := false
@@ -117,7 +117,7 @@ ctypes.CDLL(None).syscall(60, 0)' &` + wait + "\nsleep 0.5", false},
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.bomb && !limited {
-				t.Skip("SKIP: no enforced task limit here (cgroup v1 pids as root): a fork loop would reach the host's")
+				t.Skip("host lacks: no enforced task limit here (cgroup v1 pids as root): a fork loop would reach the host's")
 			}
 			for _, end := range []bool{false, true} {
 				sb, ws := liveSandbox(t, tt.bomb, func(s *Spec) {
@@ -189,7 +189,7 @@ func procsRunning(cmd string) []string {
 func TestExecEndOthersSparesRunningCommands(t *testing.T) {
 	requireNamespaces(t)
 	if os.Getuid() != 0 {
-		t.Skip("SKIP: the sandbox's processes are read from the host's /proc as root")
+		t.Skip("host lacks: the sandbox's processes are read from the host's /proc as root")
 	}
 	sb, ws := liveSandbox(t, false, nil)
 	// The other command: a background job of its own (kept) and a setsid

@@ -243,7 +243,7 @@ func TestExecNotPersistent(t *testing.T) {
 func BenchmarkExecTrue(b *testing.B) {
 	if os.Geteuid() != 0 {
 		if err := exec.Command("unshare", "--user", "--map-current-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
-			b.Skipf("SKIP: unprivileged user namespaces unavailable here (%v)", err)
+			b.Skipf("host lacks: unprivileged user namespaces unavailable here (%v)", err)
 		}
 	}
 	ctx := context.Background()

@@ -64,7 +64,7 @@ func hostGit(t *testing.T, dir string, args ...string) string {
 // says what was protected and refused.
 func TestNewRepoProtected(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("SKIP: no git on this host")
+		t.Skip("host lacks: no git on this host")
 	}
 	ws := t.TempDir()
 	if err := os.Chmod(ws, 0o777); err != nil {
@@ -191,7 +191,7 @@ mkdir -p last/tmp/hooks && cd last/tmp/hooks && mv %[1]s/last/tmp %[1]s/last/.gi
 // a .git file before it exists, are protected too.
 func TestNewRepoOtherShapes(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("SKIP: no git on this host")
+		t.Skip("host lacks: no git on this host")
 	}
 	ws := t.TempDir()
 	if err := os.Chmod(ws, 0o777); err != nil {

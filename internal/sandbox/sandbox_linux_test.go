@@ -196,7 +196,7 @@ func requireNamespaces(t *testing.T) {
 		return
 	}
 	if err := exec.Command("unshare", "--user", "--map-current-user", "--net", "--mount", "--pid", "--fork", "true").Run(); err != nil {
-		t.Skipf("SKIP: unprivileged user namespaces unavailable here (%v); CI runs these tests as root", err)
+		t.Skipf("host lacks: unprivileged user namespaces unavailable here (%v); CI runs these tests as root", err)
 	}
 }
 

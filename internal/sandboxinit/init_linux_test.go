@@ -56,7 +56,7 @@ func TestInitRefusesOtherProtocolVersion(t *testing.T) {
 			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
 		}
 		if err := cmd.Start(); err != nil {
-			t.Skipf("SKIP: cannot start init in namespaces of its own: %v", err)
+			t.Skipf("host lacks: cannot start init in namespaces of its own: %v", err)
 		}
 		cfgR.Close()
 		statW.Close()

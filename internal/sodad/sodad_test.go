@@ -519,7 +519,7 @@ func TestLoopbackListeners(t *testing.T) {
 		{0x1F93, nil},
 	}
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
-		t.Skip("SKIP: the table above is a little-endian host's")
+		t.Skip("host lacks: the table above is a little-endian host's")
 	}
 	for _, tt := range tests {
 		got, err := loopbackListeners(bufio.NewScanner(strings.NewReader(table)), tt.port)

@@ -77,7 +77,7 @@ func TestSodadHostLoad(t *testing.T) {
 	for _, mode := range []string{"hybrid", "v2"} {
 		t.Run(mode, func(t *testing.T) {
 			if out, err := exec.Command(sdbox, "check", "--cgroup", mode).CombinedOutput(); err != nil {
-				t.Skipf("SKIP: test/box/sdbox check --cgroup %s: %s", mode, strings.TrimSpace(string(out)))
+				t.Skipf("host lacks: test/box/sdbox check --cgroup %s: %s", mode, strings.TrimSpace(string(out)))
 			}
 			// The attack's directory, on the host's disk (the box's /tmp
 			// and the sandbox's are their own), granted to the sandbox.
@@ -99,7 +99,7 @@ else echo v1 $(test -f /sys/fs/cgroup/cpu/cpu.shares && echo cpu) $(test -d /sys
 			have := strings.Fields(must(t, ctl))
 			for _, c := range []string{"cpu", "pids"} {
 				if !slices.Contains(have, c) {
-					t.Skipf("SKIP: the box's cgroups (%s) have no %s controller: systemd would accept the sandbox's CPUQuota=, CPUWeight= and TasksMax= and nothing would enforce them (on this host cgroup2 has no controllers; a unified host that delegates cpu and pids to the box's cgroup runs this)", strings.Join(have, " "), c)
+					t.Skipf("host lacks: the box's cgroups (%s) have no %s controller: systemd would accept the sandbox's CPUQuota=, CPUWeight= and TasksMax= and nothing would enforce them (on this host cgroup2 has no controllers; a unified host that delegates cpu and pids to the box's cgroup runs this)", strings.Join(have, " "), c)
 				}
 			}
 
@@ -193,7 +193,7 @@ func sodadHostLoad(t *testing.T, b *box, dir, attack string) {
 	}
 	verdict := testkit.Judge(before, during, after, testkit.DefaultBounds())
 	if errors.Is(verdict, testkit.ErrBusyHost) {
-		t.Skipf("SKIP: %v", verdict)
+		t.Skipf("host lacks: %v", verdict)
 	}
 	if err := use.Check(attack, 1024); err != nil {
 		t.Fatalf("control: %v\n%s", err, a.Output())

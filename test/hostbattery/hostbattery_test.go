@@ -178,7 +178,7 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("SKIP: needs root (runs the battery as root and, through setuid to nobody, as an ordinary user)")
+		t.Skip("host lacks: needs root (runs the battery as root and, through setuid to nobody, as an ordinary user)")
 	}
 	e := &env{id: readHostID(t)}
 	var rnd [6]byte
@@ -275,7 +275,7 @@ func (e *env) nobody(t *testing.T) account {
 	t.Helper()
 	u, err := user.Lookup("nobody")
 	if err != nil {
-		t.Skipf("SKIP: no user nobody to run the unprivileged sandbox as: %v", err)
+		t.Skipf("host lacks: no user nobody to run the unprivileged sandbox as: %v", err)
 	}
 	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
@@ -299,13 +299,13 @@ func (e *env) nobody(t *testing.T) account {
 	// Control: an unprivileged sandbox needs user namespaces.
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skipf("SKIP: no unshare(1) to check for unprivileged user namespaces: %v", err)
+		t.Skipf("host lacks: no unshare(1) to check for unprivileged user namespaces: %v", err)
 	}
 	cmd := exec.Command(unshare, "--user", "--map-root-user", "true")
 	cmd.SysProcAttr = a.credential()
 	cmd.Dir = "/"
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("SKIP: unprivileged user namespaces unavailable on this host (unshare --user as nobody: %v %s)", err, bytes.TrimSpace(out))
+		t.Skipf("host lacks: unprivileged user namespaces unavailable on this host (unshare --user as nobody: %v %s)", err, bytes.TrimSpace(out))
 	}
 	return a
 }
@@ -328,7 +328,7 @@ func TestHostUserWithoutCgroupRefuses(t *testing.T) {
 	e := setup(t)
 	a := e.nobody(t)
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
-		t.Skip("SKIP: systemd runs here: the user's manager makes the sandbox's scope")
+		t.Skip("host lacks: systemd runs here: the user's manager makes the sandbox's scope")
 	}
 	ws := filepath.Join(e.base, "ws-refuse")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -358,7 +358,7 @@ func TestHostUserWithoutCgroupRefuses(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(out, "layer cgroup") {
 		if err == nil {
-			t.Skipf("SKIP: this host delegates a cgroup with the controllers to %s (the run was not refused)", a.name)
+			t.Skipf("host lacks: this host delegates a cgroup with the controllers to %s (the run was not refused)", a.name)
 		}
 		t.Fatalf("as %s without the waiver: %v, want exit 125 naming the cgroup layer\n%s", a.name, err, out)
 	}

@@ -55,13 +55,13 @@ func TestMain(m *testing.M) {
 func requireDirectCgroups(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("SKIP: the engine writes the cgroup hierarchies as root only; CI runs these tests as root")
+		t.Skip("host lacks: the engine writes the cgroup hierarchies as root only; CI runs these tests as root")
 	}
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
-		t.Skip("SKIP: systemd is the service manager here: sandboxes are transient scopes (test/e2e)")
+		t.Skip("host lacks: systemd is the service manager here: sandboxes are transient scopes (test/e2e)")
 	}
 	if len(cgroupMounts(t)) == 0 {
-		t.Skip("SKIP: no cgroup file system mounted")
+		t.Skip("host lacks: no cgroup file system mounted")
 	}
 }
 

@@ -40,7 +40,7 @@ func (e *env) npmPackage(t *testing.T, name, verb string) string {
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Skipf("SKIP: npm not found, cannot install test/sandbox/%s: %v", name, err)
+		t.Skipf("host lacks: npm not found, cannot install test/sandbox/%s: %v", name, err)
 	}
 	out, err := exec.Command(npm, verb, "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
 	if err != nil {

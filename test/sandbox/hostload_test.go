@@ -56,7 +56,7 @@ func TestHostResponsive(t *testing.T) {
 	testkit.RequireHostLoad(t)
 	e := requireEnv(t)
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skipf("SKIP: no python3 for the attack: %v", err)
+		t.Skipf("host lacks: no python3 for the attack: %v", err)
 	}
 	kinds := []struct {
 		name    string
@@ -119,7 +119,7 @@ func (e *env) hostLoad(t *testing.T, name, attack string, sodactl func(args ...s
 	t.Logf("%s: the sandbox used %.2f CPU-seconds in %.1f s, %d processes at the end; exit record %s", name, use.CPU, use.Wall, use.Processes, exitCounters(audit))
 	verdict := testkit.Judge(before, during, after, testkit.DefaultBounds())
 	if errors.Is(verdict, testkit.ErrBusyHost) {
-		t.Skipf("SKIP: %v", verdict)
+		t.Skipf("host lacks: %v", verdict)
 	}
 	if err := use.Check(attack, 1024); err != nil {
 		t.Fatalf("control: %v\n%s", err, a.Output())
@@ -182,7 +182,7 @@ func TestHostResponsiveTogether(t *testing.T) {
 	testkit.RequireHostLoad(t)
 	e := requireEnv(t)
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skipf("SKIP: no python3 for the attack: %v", err)
+		t.Skipf("host lacks: no python3 for the attack: %v", err)
 	}
 	n := runtime.NumCPU() + 1
 	kinds := []struct {
@@ -273,7 +273,7 @@ func (e *env) hostLoadTogether(t *testing.T, name string, n int, sodactl func(ar
 	t.Logf("%s: the %d sandboxes together used %.2f CPUs (the host has %d)", name, n, total, runtime.NumCPU())
 	verdict := testkit.Judge(before, during, after, testkit.DefaultBounds())
 	if errors.Is(verdict, testkit.ErrBusyHost) {
-		t.Skipf("SKIP: %v", verdict)
+		t.Skipf("host lacks: %v", verdict)
 	}
 	for i, u := range uses {
 		if u.Processes < 1024/2 || u.CPUs() < 0.05 {

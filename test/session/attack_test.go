@@ -161,7 +161,7 @@ func TestLimitHits(t *testing.T) {
 	id := r.SandboxID
 	ctl, _ := must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"})
 	if strings.TrimSpace(ctl.Exec.Stdout) != "67108864" {
-		t.Skipf("SKIP: the memory limit is not enforced here (the sandbox's cgroup reads %q): no cgroup this engine may use", strings.TrimSpace(ctl.Exec.Stdout))
+		t.Skipf("host lacks: the memory limit is not enforced here (the sandbox's cgroup reads %q): no cgroup this engine may use", strings.TrimSpace(ctl.Exec.Stdout))
 	}
 	r, text, _ := call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "python3 -c 'x = bytearray(400 << 20); print(len(x))'"})
 	if r.Exec == nil || !strings.Contains(text, "memory") {

@@ -114,7 +114,7 @@ func TestMeasureHost(t *testing.T) {
 	ctx := context.Background()
 	l, err := MeasureHost(ctx, ProbeOptions{Duration: 500 * time.Millisecond})
 	if errors.Is(err, exec.ErrNotFound) {
-		t.Skipf("SKIP: %v", err)
+		t.Skipf("host lacks: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ func TestHostResponsive(t *testing.T) {
 			t.Logf("%s in a validator run (status %s; host CPUs busy %.2f):\n  before %s\n  during %s\n  after  %s", kind.name, v.Status, run.BusyCPUs, run.Before, run.During, run.After)
 			verdict := testkit.Judge(run.Before, run.During, run.After, testkit.DefaultBounds())
 			if errors.Is(verdict, testkit.ErrBusyHost) {
-				t.Skipf("SKIP: %v", verdict)
+				t.Skipf("host lacks: %v", verdict)
 			}
 			if run.BusyCPUs < 0.8 {
 				t.Fatalf("control: the host's CPUs were busy %.2f CPUs during the attack: it did not run", run.BusyCPUs)
