@@ -135,8 +135,9 @@ func follow(r io.Reader, w io.Writer, verbose bool) ([]record, error) {
 		case "output":
 			if verbose || e.Test == "" && e.Output != "PASS\n" {
 				io.WriteString(w, e.Output)
-			} else {
-				held[key] = append(held[key], e.Output)
+			}
+			if e.Test != "" {
+				held[key] = append(held[key], e.Output) // a skip's reason; a failure's output
 			}
 		case "pass", "fail", "skip":
 			if e.Test == "" {

@@ -41,6 +41,20 @@ func TestFollowAndJudge(t *testing.T) {
 	if strings.Contains(out.String(), "=== RUN   TestA") {
 		t.Errorf("a passed test's output printed without -v:\n%s", out.String())
 	}
+	// -v prints everything and still finds the reasons.
+	var vout bytes.Buffer
+	vrecs, err := follow(strings.NewReader(in), &vout, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(vout.String(), "=== RUN   TestA") || len(vrecs) != len(recs) {
+		t.Errorf("-v: %d records (want %d), output:\n%s", len(vrecs), len(recs), vout.String())
+	}
+	for i := range vrecs {
+		if vrecs[i] != recs[i] {
+			t.Errorf("-v record %d = %+v, want %+v", i, vrecs[i], recs[i])
+		}
+	}
 	// Another part of the suite ran TestE2E.
 	recs = append(recs, record{Package: "p", Test: "TestE2E", Action: "pass"})
 	hidden, accepted := judge(recs)
