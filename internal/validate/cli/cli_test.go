@@ -101,7 +101,7 @@ func (b fakeBackend) Start(ctx context.Context, quota int64) (session.Box, error
 		return nil, b.e.startErr
 	}
 	b.e.starts++
-	return fakeBox{b.e}, nil
+	return fakeBox(b), nil
 }
 
 type fakeBox struct{ e *fakeEngine }
