@@ -123,14 +123,65 @@ type (
 	}
 )
 
+// sessions is what the tools use of a *session.Manager: the seam through
+// which the unit tests give them a fake (managerSessions is the real one).
+type sessions interface {
+	Limits() session.Limits
+	Create(ctx context.Context, files []session.File) (sandboxSession, []session.Event, error)
+	Get(id string) (sandboxSession, error)
+}
+
+// sandboxSession is what the tools use of a *session.Session.
+type sandboxSession interface {
+	ID() string
+	BoxID() string
+	Expires() time.Time
+	Seed(ctx context.Context, files []session.File) ([]session.Event, error)
+	WriteFiles(ctx context.Context, files []session.File) ([]session.Event, error)
+	ReadFiles(ctx context.Context, paths []string, encoding string) ([]session.FileContent, []session.Event, error)
+	Exec(ctx context.Context, req session.ExecRequest) (session.ExecResult, []session.Event, error)
+	RunScript(ctx context.Context, req session.ScriptRequest) (session.ScriptResult, []session.Event, error)
+	Diff(ctx context.Context, unified bool) (session.Diff, []session.Event, error)
+	Reset(ctx context.Context) ([]session.Event, error)
+	Audit(cursor uint64, n int) ([]session.Event, uint64, bool)
+	Close(ctx context.Context) ([]session.Event, error)
+}
+
+// managerSessions is a *session.Manager as sessions.
+type managerSessions struct{ m *session.Manager }
+
+func (a managerSessions) Limits() session.Limits { return a.m.Limits() }
+
+func (a managerSessions) Create(ctx context.Context, files []session.File) (sandboxSession, []session.Event, error) {
+	sess, evs, err := a.m.Create(ctx, files)
+	if err != nil {
+		return nil, evs, err // not a typed nil
+	}
+	return sess, evs, nil
+}
+
+func (a managerSessions) Get(id string) (sandboxSession, error) {
+	sess, err := a.m.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
 // NewServer returns the MCP server of m's sessions.
 func NewServer(m *session.Manager, backend, version string) *mcp.Server {
+	return newServer(managerSessions{m}, backend, version, journalCursor)
+}
+
+// newServer is NewServer on any sessions; cursor finds the journal's
+// cursor of a sandbox's latest record (journalCursor).
+func newServer(m sessions, backend, version string, cursor func(ctx context.Context, box string) string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "soda-sandbox", Title: "soda persistent sandboxes", Version: version},
 		&mcp.ServerOptions{Instructions: "Persistent OS sandboxes: sandbox_create (optionally seeded), then sandbox_exec / sandbox_run_script as often as needed, sandbox_read_files / sandbox_write_files, sandbox_diff against the seeded baseline, sandbox_reset, sandbox_close. Paths are relative to the workspace (/workspace in the sandbox)."})
 	lim := m.Limits()
 	limits := &Limits{MaxSandboxes: lim.MaxSessions, QuotaBytes: lim.Quota, IdleExpirySeconds: int64(lim.IdleExpiry / time.Second),
 		ExecTimeoutSeconds: int64(lim.ExecTimeout / time.Second), MaxOutputBytes: lim.MaxOutput, Backend: backend}
-	get := func(r *Result, id string) (*session.Session, error) {
+	get := func(r *Result, id string) (sandboxSession, error) {
 		r.SandboxID = id
 		return m.Get(id)
 	}
@@ -243,7 +294,7 @@ func NewServer(m *session.Manager, backend, version string) *mcp.Server {
 			r.Events = []session.Event{}
 			r.ExpiresAt = expires(sess)
 			r.Audit = &AuditPage{Records: recs, NextCursor: next, Dropped: dropped, JournalMatch: "SODA_SANDBOX=" + sess.BoxID(),
-				JournalCursor: journalCursor(ctx, sess.BoxID())}
+				JournalCursor: cursor(ctx, sess.BoxID())}
 			return nil
 		})
 	addTool(s, "sandbox_close", "End the sandbox and everything in it; its id is never reopened.",
@@ -258,7 +309,7 @@ func NewServer(m *session.Manager, backend, version string) *mcp.Server {
 	return s
 }
 
-func expires(s *session.Session) string { return s.Expires().UTC().Format(time.RFC3339) }
+func expires(s sandboxSession) string { return s.Expires().UTC().Format(time.RFC3339) }
 
 func seconds(f float64) time.Duration {
 	if f <= 0 {

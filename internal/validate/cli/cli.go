@@ -80,6 +80,12 @@ func (f *flags) flagSet(stderr io.Writer) *flag.FlagSet {
 
 // Main runs soda-validated with args and returns its exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return mainWith(context.Background(), newLinuxEngine, args, stdin, stdout, stderr)
+}
+
+// mainWith is Main on the sandbox engine newEngine makes, serving until
+// ctx ends (or a signal comes).
+func mainWith(ctx context.Context, newEngine func(*slog.Logger) (sandboxEngine, error), args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var f flags
 	fs := f.flagSet(stderr)
 	if err := fs.Parse(args); err != nil {
@@ -111,7 +117,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.tokenFile == "" {
 		o.tokenFile = validate.TokenPath(o.stateDir, o.kind)
 	}
-	if err := run(o, log, stdin, stdout); err != nil {
+	if err := run(ctx, o, log, newEngine, stdin, stdout); err != nil {
 		log.Error("soda-validated failed", "err", err)
 		fmt.Fprintf(stderr, "soda-validated: %v\n", err)
 		return 1
@@ -126,7 +132,46 @@ type opts struct {
 	sessionIdle                                                 time.Duration
 }
 
-func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+// sandboxEngine is what run uses of the sandbox engine (a *sandbox.Linux):
+// the backend of the worker's sandboxes and the removal of what killed
+// ones left. It is the seam through which the unit tests give run a fake
+// (newLinuxEngine makes the real one).
+type sandboxEngine interface {
+	// Backend is the session.Backend of sandboxes made from tmpl, their
+	// homes made in homeDir.
+	Backend(tmpl sandbox.Spec, homeDir string) session.Backend
+	// SweepLeftovers removes what killed sandboxes left and names it.
+	SweepLeftovers(ctx context.Context) ([]string, error)
+	Close() error
+}
+
+// linuxEngine is the sandbox engine of this process.
+type linuxEngine struct{ *sandbox.Linux }
+
+// Backend implements sandboxEngine: the engine's sandboxes, directly.
+func (e linuxEngine) Backend(tmpl sandbox.Spec, homeDir string) session.Backend {
+	return &session.Direct{Engine: e.Linux, Template: tmpl, HomeDir: homeDir}
+}
+
+// newLinuxEngine starts the sandbox engine of this host, its sandboxes'
+// network closed.
+func newLinuxEngine(log *slog.Logger) (sandboxEngine, error) {
+	ecfg := sandbox.Detect()
+	ecfg.Log, ecfg.ClosedNetwork = log, true
+	var err error
+	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
+		return nil, err
+	}
+	e, err := sandbox.New(ecfg)
+	if err != nil {
+		return nil, err
+	}
+	return linuxEngine{e}, nil
+}
+
+// run serves kind o.kind until ctx ends, a signal comes or stdin ends
+// (stdio), on the engine newEngine makes.
+func run(ctx context.Context, o opts, log *slog.Logger, newEngine func(*slog.Logger) (sandboxEngine, error), stdin io.Reader, stdout io.Writer) error {
 	k, err := validate.LoadKind(o.dir, o.kind)
 	if err != nil {
 		return err
@@ -140,12 +185,7 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 			return fmt.Errorf("--allow-degraded: %w", err)
 		}
 	}
-	ecfg := sandbox.Detect()
-	ecfg.Log, ecfg.ClosedNetwork = log, true
-	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
-		return err
-	}
-	engine, err := sandbox.New(ecfg)
+	engine, err := newEngine(log)
 	if err != nil {
 		return err
 	}
@@ -164,7 +204,7 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	if removed, err := engine.SweepLeftovers(context.Background()); err != nil {
 		log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
 	}
-	w, err := validate.NewWorker(k, &session.Direct{Engine: engine, Template: tmpl, HomeDir: owner.TmpDir()}, owner, log)
+	w, err := validate.NewWorker(k, engine.Backend(tmpl, owner.TmpDir()), owner, log)
 	if err != nil {
 		return err
 	}
@@ -177,7 +217,7 @@ func run(o opts, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 			log.Error("stop the worker", "err", err)
 		}
 	}()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// The first call's sandbox is part of the recovery: ready means a call
 	// can run at once.
