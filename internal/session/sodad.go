@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/sodadclient"
 )
 
@@ -90,7 +91,7 @@ func (b *sodadBox) Exec(ctx context.Context, argv []string, dir string, stdin io
 func (b *sodadBox) Close(ctx context.Context) error {
 	defer b.sb.Close()
 	if err := b.sb.Kill(ctx, 9, false); err != nil {
-		if sodadclient.ErrorName(err) == sodadclient.ErrorPrefix+"NotRunning" {
+		if sodadclient.ErrorName(err) == sodadapi.ErrorNotRunning {
 			return nil
 		}
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/soda-project/soda/internal/polkit"
+	"github.com/soda-project/soda/internal/sodadapi"
 )
 
 // caller is who sent a method call, as the bus says.
@@ -98,16 +99,16 @@ func (a authz) check(ctx context.Context, c caller, action string, details map[s
 		a.observe(action, time.Since(start))
 	}
 	if err != nil {
-		return dbusErr(ErrFailed, fmt.Sprintf("polkit %s: %v", action, err))
+		return dbusErr(sodadapi.ErrorFailed, fmt.Sprintf("polkit %s: %v", action, err))
 	}
 	if r.Authorized {
 		return nil
 	}
 	if r.Challenge && !interactive {
-		return dbusErr(ErrInteractiveAuth, fmt.Sprintf("%s needs authentication: retry with option interactive", action))
+		return dbusErr(sodadapi.ErrorInteractiveAuth, fmt.Sprintf("%s needs authentication: retry with option interactive", action))
 	}
 	if refusedName == "" {
-		refusedName, refusedMsg = ErrAccessDenied, fmt.Sprintf("polkit refused %s", action)
+		refusedName, refusedMsg = sodadapi.ErrorAccessDenied, fmt.Sprintf("polkit refused %s", action)
 	}
 	return dbusErr(refusedName, refusedMsg)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/workhome"
 )
 
@@ -106,7 +107,7 @@ func (b *box) propMap(eff profile.Request, limits map[string]uint64) prop.Map {
 		}
 		return l
 	}
-	return prop.Map{SandboxInterface: {
+	return prop.Map{sodadapi.SandboxInterface: {
 		"Id": c(b.id), "OwnerUID": c(b.owner), "Profile": c(b.profile), "Unit": c(b.unit),
 		"CreatedTimestamp": c(uint64(b.created.UnixMicro())), "State": t("starting"),
 		"MCP": t(nz(slices.Clone(b.mcp))), "Allow": t(grantStrings(b.allow)), "AllowPrivate": t(grantStrings(b.allowPrivate)),
@@ -128,7 +129,7 @@ func (b *box) export(conn *dbus.Conn, m prop.Map) error {
 	if err := conn.Export(gatedProps{b}, b.path, "org.freedesktop.DBus.Properties"); err != nil {
 		return fmt.Errorf("export %s properties: %w", b.path, err)
 	}
-	if err := conn.Export(sandboxMethods{b}, b.path, SandboxInterface); err != nil {
+	if err := conn.Export(sandboxMethods{b}, b.path, sodadapi.SandboxInterface); err != nil {
 		return fmt.Errorf("export %s: %w", b.path, err)
 	}
 	xml := node(sandboxXML, nil)
@@ -136,7 +137,7 @@ func (b *box) export(conn *dbus.Conn, m prop.Map) error {
 }
 
 func (b *box) unexport(conn *dbus.Conn) {
-	for _, i := range []string{"org.freedesktop.DBus.Properties", SandboxInterface, "org.freedesktop.DBus.Introspectable"} {
+	for _, i := range []string{"org.freedesktop.DBus.Properties", sodadapi.SandboxInterface, "org.freedesktop.DBus.Introspectable"} {
 		_ = conn.Export(nil, b.path, i)
 	}
 }
@@ -144,14 +145,14 @@ func (b *box) unexport(conn *dbus.Conn) {
 // visible is nil when c may see b: its owner, or anyone polkit grants
 // manage-other without asking; NoSuchSandbox otherwise.
 func (b *box) visible(ctx context.Context, c caller) *dbus.Error {
-	if c.UID == b.owner || b.d.authz.allowed(ctx, c, ActionManageOther, b.details()) {
+	if c.UID == b.owner || b.d.authz.allowed(ctx, c, sodadapi.ActionManageOther, b.details()) {
 		return nil
 	}
 	return noSuchSandbox(b.id)
 }
 
 func noSuchSandbox(id string) *dbus.Error {
-	return dbusErr(ErrNoSuchSandbox, fmt.Sprintf("no sandbox %q", id))
+	return dbusErr(sodadapi.ErrorNoSuchSandbox, fmt.Sprintf("no sandbox %q", id))
 }
 
 func (b *box) details() map[string]string {
@@ -212,15 +213,15 @@ func (m sandboxMethods) Kill(sender dbus.Sender, sig int32, opts map[string]dbus
 		return err
 	}
 	if sig < 1 || sig > 64 {
-		return dbusErr(ErrInvalidArgs, fmt.Sprintf("signal %d: want 1 to 64", sig))
+		return dbusErr(sodadapi.ErrorInvalidArgs, fmt.Sprintf("signal %d: want 1 to 64", sig))
 	}
 	sb := b.running()
 	if sb == nil {
-		return dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return dbusErr(sodadapi.ErrorNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
 	}
 	b.d.journal.Info("sandbox kill", "sandbox", b.id, "owner_uid", b.owner, "caller_uid", c.UID, "signal", sig)
 	if e := sb.Signal(syscall.Signal(sig)); e != nil {
-		return dbusErr(ErrFailed, fmt.Sprintf("signal %d to %s: %v", sig, b.id, e))
+		return dbusErr(sodadapi.ErrorFailed, fmt.Sprintf("signal %d to %s: %v", sig, b.id, e))
 	}
 	return nil
 }
@@ -247,7 +248,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		return err
 	}
 	if len(target) > maxString {
-		return dbusErr(ErrInvalidTarget, "target: too long")
+		return dbusErr(sodadapi.ErrorInvalidTarget, "target: too long")
 	}
 	g, mcp, err := parseTarget(target, o.Private)
 	if err != nil {
@@ -265,35 +266,35 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		}
 	} else {
 		if c.UID != b.owner {
-			if err := b.d.authz.check(ctx, c, ActionGrantOther, details, o.Interactive, "", ""); err != nil {
+			if err := b.d.authz.check(ctx, c, sodadapi.ActionGrantOther, details, o.Interactive, "", ""); err != nil {
 				return err
 			}
 		}
-		action, excess := ActionGrant, ""
+		action, excess := sodadapi.ActionGrant, ""
 		if within, why := b.d.withinProfile(b.profile, g, mcp); !within {
-			action, excess = ActionBeyondProfile, why
+			action, excess = sodadapi.ActionBeyondProfile, why
 			details["excess"] = why
 		}
 		refused, msg := "", ""
-		if action == ActionBeyondProfile {
-			refused, msg = ErrExceedsProfile, fmt.Sprintf("%s; polkit refused %s", excess, ActionBeyondProfile)
+		if action == sodadapi.ActionBeyondProfile {
+			refused, msg = sodadapi.ErrorExceedsProfile, fmt.Sprintf("%s; polkit refused %s", excess, sodadapi.ActionBeyondProfile)
 		}
 		if err := b.d.authz.check(ctx, c, action, details, o.Interactive, refused, msg); err != nil {
 			return err
 		}
 	}
 	if mcp != "" {
-		return dbusErr(ErrNotSupported, fmt.Sprintf("%s %s: MCP servers are granted when the sandbox is created (spec MCP); the engine cannot relay a new port into a running sandbox", method, target))
+		return dbusErr(sodadapi.ErrorNotSupported, fmt.Sprintf("%s %s: MCP servers are granted when the sandbox is created (spec MCP); the engine cannot relay a new port into a running sandbox", method, target))
 	}
 	sb := b.running()
 	if sb == nil {
-		return dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return dbusErr(sodadapi.ErrorNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
 	}
 	b.mu.Lock()
 	noNet := b.noNetwork
 	b.mu.Unlock()
 	if noNet {
-		return dbusErr(ErrInvalidTarget, fmt.Sprintf("%s %s: sandbox %s has no network", method, target, b.id))
+		return dbusErr(sodadapi.ErrorInvalidTarget, fmt.Sprintf("%s %s: sandbox %s has no network", method, target, b.id))
 	}
 	b.mu.Lock()
 	if !add {
@@ -320,7 +321,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		e = sb.SetEgress(ctx, by, nil, []egress.Grant{g})
 	}
 	if e != nil {
-		return dbusErr(ErrFailed, fmt.Sprintf("%s %s: %v", method, target, e))
+		return dbusErr(sodadapi.ErrorFailed, fmt.Sprintf("%s %s: %v", method, target, e))
 	}
 	b.mu.Lock()
 	list := &b.allow
@@ -336,7 +337,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		name = "AllowPrivate"
 	}
 	b.mu.Unlock()
-	b.props.SetMust(SandboxInterface, name, vals)
+	b.props.SetMust(sodadapi.SandboxInterface, name, vals)
 	if err := b.d.store.Write(b.record()); err != nil {
 		b.d.log.Error("state record", "err", err)
 	}
@@ -426,15 +427,15 @@ func (b *box) wait() {
 		}
 	}
 	b.alog.Close()
-	b.props.SetMust(SandboxInterface, "Result", result)
-	b.props.SetMust(SandboxInterface, "ExitStatus", code)
-	b.props.SetMust(SandboxInterface, "ExitedTimestamp", uint64(time.Now().UnixMicro()))
-	b.props.SetMust(SandboxInterface, "State", state)
+	b.props.SetMust(sodadapi.SandboxInterface, "Result", result)
+	b.props.SetMust(sodadapi.SandboxInterface, "ExitStatus", code)
+	b.props.SetMust(sodadapi.SandboxInterface, "ExitedTimestamp", uint64(time.Now().UnixMicro()))
+	b.props.SetMust(sodadapi.SandboxInterface, "State", state)
 	if err := d.store.Remove(b.id); err != nil {
 		d.log.Error("state record", "err", err)
 	}
 	d.journal.Info("sandbox exited", "sandbox", b.id, "owner_uid", b.owner, "result", result, "status", code)
-	_ = d.conn.Emit(ManagerPath, ManagerInterface+".SandboxExited", b.id, b.path, result, code)
+	_ = d.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxExited", b.id, b.path, result, code)
 	d.touch()
 	go func() {
 		t := time.NewTimer(d.cfg.Linger)

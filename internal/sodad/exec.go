@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadapi"
 )
 
 // maxExecTimeout bounds an Exec's time-out (and is its default).
@@ -73,7 +74,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	}
 	defer cancel()
 	if badFd != "" {
-		return sandbox.ExitStatus{}, dbusErr(ErrInvalidFd, badFd)
+		return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorInvalidFd, badFd)
 	}
 	// cancel: the read end of a pipe whose other end the caller holds
 	// while it waits; its hang-up (the caller cancelled, or died) kills
@@ -82,7 +83,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	var cancelFd *os.File
 	if f, ok := files["cancel"]; ok {
 		if k, err := inspectFd(int(f.Fd())); err != nil || !k.readable || !k.fifo {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidFd, "fd cancel: want the read end of a pipe, whose hang-up cancels the command")
+			return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorInvalidFd, "fd cancel: want the read end of a pipe, whose hang-up cancels the command")
 		}
 		cancelFd = f
 		delete(files, "cancel")
@@ -92,10 +93,10 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	if v, ok := rest["dir"]; ok {
 		s, ok := v.Value().(string)
 		if !ok {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option dir: want type s, got %s", v.Signature()))
+			return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorInvalidArgs, fmt.Sprintf("option dir: want type s, got %s", v.Signature()))
 		}
 		if len(s) > maxString || !path.IsAbs(s) || path.Clean(s) != s || strings.IndexByte(s, 0) >= 0 {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option dir %q: want a clean absolute path inside the sandbox", s))
+			return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorInvalidArgs, fmt.Sprintf("option dir %q: want a clean absolute path inside the sandbox", s))
 		}
 		dir = s
 		delete(rest, "dir")
@@ -103,7 +104,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	if v, ok := rest["timeout"]; ok {
 		us, ok := v.Value().(uint64)
 		if !ok {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option timeout: want type t (µs), got %s", v.Signature()))
+			return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorInvalidArgs, fmt.Sprintf("option timeout: want type t (µs), got %s", v.Signature()))
 		}
 		if us > 0 && us < uint64(maxExecTimeout/time.Microsecond) {
 			timeout = time.Duration(us) * time.Microsecond
@@ -113,7 +114,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	if v, ok := rest["end_others"]; ok {
 		b, ok := v.Value().(bool)
 		if !ok {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option end_others: want type b, got %s", v.Signature()))
+			return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorInvalidArgs, fmt.Sprintf("option end_others: want type b, got %s", v.Signature()))
 		}
 		endOthers = b
 		delete(rest, "end_others")
@@ -134,7 +135,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	}
 	sb := b.running()
 	if sb == nil {
-		return sandbox.ExitStatus{}, dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
 	}
 	b.d.touch()
 	execCtx := b.d.run
@@ -149,10 +150,10 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	es, e := sb.Exec(execCtx, sandbox.ExecSpec{Argv: argv, Dir: dir, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, Timeout: timeout, EndOthers: endOthers})
 	b.d.touch()
 	if errors.Is(e, sandbox.ErrNotPersistent) {
-		return sandbox.ExitStatus{}, dbusErr(ErrNotPersistent, fmt.Sprintf("sandbox %s runs one command: create it with spec Persistent to Exec in it", b.id))
+		return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorNotPersistent, fmt.Sprintf("sandbox %s runs one command: create it with spec Persistent to Exec in it", b.id))
 	}
 	if e != nil {
-		return sandbox.ExitStatus{}, dbusErr(ErrFailed, fmt.Sprintf("exec %s in %s: %v", argv[0], b.id, e))
+		return sandbox.ExitStatus{}, dbusErr(sodadapi.ErrorFailed, fmt.Sprintf("exec %s in %s: %v", argv[0], b.id, e))
 	}
 	return es, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
 
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/sodadclient"
 	"github.com/soda-project/soda/internal/sodadclient/sodadtest"
 )
@@ -185,12 +186,12 @@ func TestErrors(t *testing.T) {
 	c := client(t, addr)
 
 	_, err := c.Create(ctx(t), sodadclient.Request{Profile: "nosuch", Argv: []string{"true"}})
-	if sodadclient.ErrorName(err) != sodadclient.ErrorPrefix+"NoSuchProfile" ||
+	if sodadclient.ErrorName(err) != sodadapi.ErrorNoSuchProfile ||
 		!strings.Contains(err.Error(), "create a sandbox from profile nosuch: no profile nosuch") ||
 		!strings.Contains(err.Error(), "'sodactl sandbox profiles' lists the profiles you may use") {
 		t.Errorf("unknown profile: %v", err)
 	}
-	if _, err := c.Open(ctx(t), "gone"); sodadclient.ErrorName(err) != sodadclient.ErrorPrefix+"NoSuchSandbox" || !strings.Contains(err.Error(), "sodactl sandbox list") {
+	if _, err := c.Open(ctx(t), "gone"); sodadclient.ErrorName(err) != sodadapi.ErrorNoSuchSandbox || !strings.Contains(err.Error(), "sodactl sandbox list") {
 		t.Errorf("unknown sandbox: %v", err)
 	}
 	sb, err := c.Create(ctx(t), sodadclient.Request{Profile: "dev", Argv: []string{"true"}})
@@ -198,7 +199,7 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	if err := sb.Grant(ctx(t), "nonsense", false, false); sodadclient.ErrorName(err) != sodadclient.ErrorPrefix+"InvalidTarget" || !strings.Contains(err.Error(), "HOST:PORT") {
+	if err := sb.Grant(ctx(t), "nonsense", false, false); sodadclient.ErrorName(err) != sodadapi.ErrorInvalidTarget || !strings.Contains(err.Error(), "HOST:PORT") {
 		t.Errorf("bad target: %v", err)
 	}
 
