@@ -144,15 +144,15 @@ func (b *box) unexport(conn *dbus.Conn) {
 
 // visible is nil when c may see b: its owner, or anyone polkit grants
 // manage-other without asking; NoSuchSandbox otherwise.
-func (b *box) visible(ctx context.Context, c caller) *dbus.Error {
+func (b *box) visible(ctx context.Context, c caller) error {
 	if c.UID == b.owner || b.d.authz.allowed(ctx, c, sodadapi.ActionManageOther, b.details()) {
 		return nil
 	}
 	return noSuchSandbox(b.id)
 }
 
-func noSuchSandbox(id string) *dbus.Error {
-	return dbusErr(sodadapi.ErrorNoSuchSandbox, fmt.Sprintf("no sandbox %q", id))
+func noSuchSandbox(id string) error {
+	return errorf(errNoSuchSandbox, "no sandbox %q", id)
 }
 
 func (b *box) details() map[string]string {
@@ -166,11 +166,11 @@ type gatedProps struct{ b *box }
 func (g gatedProps) Get(sender dbus.Sender, iface, name string) (dbus.Variant, *dbus.Error) {
 	c, ctx, cancel, err := g.b.d.begin(sender)
 	if err != nil {
-		return dbus.Variant{}, err
+		return dbus.Variant{}, busError(err)
 	}
 	defer cancel()
 	if err := g.b.visible(ctx, c); err != nil {
-		return dbus.Variant{}, err
+		return dbus.Variant{}, busError(err)
 	}
 	return g.b.props.Get(iface, name)
 }
@@ -179,11 +179,11 @@ func (g gatedProps) Get(sender dbus.Sender, iface, name string) (dbus.Variant, *
 func (g gatedProps) GetAll(sender dbus.Sender, iface string) (map[string]dbus.Variant, *dbus.Error) {
 	c, ctx, cancel, err := g.b.d.begin(sender)
 	if err != nil {
-		return nil, err
+		return nil, busError(err)
 	}
 	defer cancel()
 	if err := g.b.visible(ctx, c); err != nil {
-		return nil, err
+		return nil, busError(err)
 	}
 	return g.b.props.GetAll(iface)
 }
@@ -199,7 +199,11 @@ type sandboxMethods struct{ b *box }
 
 // Kill sends a signal to the sandbox's command.
 func (m sandboxMethods) Kill(sender dbus.Sender, sig int32, opts map[string]dbus.Variant) *dbus.Error {
-	b := m.b
+	return busError(m.b.kill(sender, sig, opts))
+}
+
+// kill is Kill.
+func (b *box) kill(sender dbus.Sender, sig int32, opts map[string]dbus.Variant) error {
 	c, ctx, cancel, err := b.d.begin(sender)
 	if err != nil {
 		return err
@@ -213,31 +217,31 @@ func (m sandboxMethods) Kill(sender dbus.Sender, sig int32, opts map[string]dbus
 		return err
 	}
 	if sig < 1 || sig > 64 {
-		return dbusErr(sodadapi.ErrorInvalidArgs, fmt.Sprintf("signal %d: want 1 to 64", sig))
+		return errorf(errInvalidArgs, "signal %d: want 1 to 64", sig)
 	}
 	sb := b.running()
 	if sb == nil {
-		return dbusErr(sodadapi.ErrorNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return errorf(errNotRunning, "sandbox %s is not running", b.id)
 	}
 	b.d.journal.Info("sandbox kill", "sandbox", b.id, "owner_uid", b.owner, "caller_uid", c.UID, "signal", sig)
 	if e := sb.Signal(syscall.Signal(sig)); e != nil {
-		return dbusErr(sodadapi.ErrorFailed, fmt.Sprintf("signal %d to %s: %v", sig, b.id, e))
+		return fmt.Errorf("signal %d to %s: %w", sig, b.id, e)
 	}
 	return nil
 }
 
 // Grant adds a target to the live allow-list.
 func (m sandboxMethods) Grant(sender dbus.Sender, target string, opts map[string]dbus.Variant) *dbus.Error {
-	return m.b.changeGrant(sender, target, opts, true)
+	return busError(m.b.changeGrant(sender, target, opts, true))
 }
 
 // Revoke removes a target from the live allow-list.
 func (m sandboxMethods) Revoke(sender dbus.Sender, target string, opts map[string]dbus.Variant) *dbus.Error {
-	return m.b.changeGrant(sender, target, opts, false)
+	return busError(m.b.changeGrant(sender, target, opts, false))
 }
 
 // changeGrant is Grant (add) and Revoke.
-func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbus.Variant, add bool) *dbus.Error {
+func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbus.Variant, add bool) error {
 	c, ctx, cancel, err := b.d.begin(sender)
 	if err != nil {
 		return err
@@ -248,7 +252,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		return err
 	}
 	if len(target) > maxString {
-		return dbusErr(sodadapi.ErrorInvalidTarget, "target: too long")
+		return errorf(errInvalidTarget, "target: too long")
 	}
 	g, mcp, err := parseTarget(target, o.Private)
 	if err != nil {
@@ -266,7 +270,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		}
 	} else {
 		if c.UID != b.owner {
-			if err := b.d.authz.check(ctx, c, sodadapi.ActionGrantOther, details, o.Interactive, "", ""); err != nil {
+			if err := b.d.authz.check(ctx, c, sodadapi.ActionGrantOther, details, o.Interactive, nil); err != nil {
 				return err
 			}
 		}
@@ -275,26 +279,26 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 			action, excess = sodadapi.ActionBeyondProfile, why
 			details["excess"] = why
 		}
-		refused, msg := "", ""
+		var refused error
 		if action == sodadapi.ActionBeyondProfile {
-			refused, msg = sodadapi.ErrorExceedsProfile, fmt.Sprintf("%s; polkit refused %s", excess, sodadapi.ActionBeyondProfile)
+			refused = errorf(errExceedsProfile, "%s; polkit refused %s", excess, sodadapi.ActionBeyondProfile)
 		}
-		if err := b.d.authz.check(ctx, c, action, details, o.Interactive, refused, msg); err != nil {
+		if err := b.d.authz.check(ctx, c, action, details, o.Interactive, refused); err != nil {
 			return err
 		}
 	}
 	if mcp != "" {
-		return dbusErr(sodadapi.ErrorNotSupported, fmt.Sprintf("%s %s: MCP servers are granted when the sandbox is created (spec MCP); the engine cannot relay a new port into a running sandbox", method, target))
+		return errorf(errNotSupported, "%s %s: MCP servers are granted when the sandbox is created (spec MCP); the engine cannot relay a new port into a running sandbox", method, target)
 	}
 	sb := b.running()
 	if sb == nil {
-		return dbusErr(sodadapi.ErrorNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return errorf(errNotRunning, "sandbox %s is not running", b.id)
 	}
 	b.mu.Lock()
 	noNet := b.noNetwork
 	b.mu.Unlock()
 	if noNet {
-		return dbusErr(sodadapi.ErrorInvalidTarget, fmt.Sprintf("%s %s: sandbox %s has no network", method, target, b.id))
+		return errorf(errInvalidTarget, "%s %s: sandbox %s has no network", method, target, b.id)
 	}
 	b.mu.Lock()
 	if !add {
@@ -321,7 +325,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		e = sb.SetEgress(ctx, by, nil, []egress.Grant{g})
 	}
 	if e != nil {
-		return dbusErr(sodadapi.ErrorFailed, fmt.Sprintf("%s %s: %v", method, target, e))
+		return fmt.Errorf("%s %s: %w", method, target, e)
 	}
 	b.mu.Lock()
 	list := &b.allow
@@ -347,7 +351,12 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 
 // ReadAudit returns kept audit records from cursor on.
 func (m sandboxMethods) ReadAudit(sender dbus.Sender, cursor uint64, max uint32, opts map[string]dbus.Variant) ([]string, uint64, *dbus.Error) {
-	b := m.b
+	recs, next, err := m.b.readAudit(sender, cursor, max, opts)
+	return recs, next, busError(err)
+}
+
+// readAudit is ReadAudit.
+func (b *box) readAudit(sender dbus.Sender, cursor uint64, max uint32, opts map[string]dbus.Variant) ([]string, uint64, error) {
 	c, ctx, cancel, err := b.d.begin(sender)
 	if err != nil {
 		return nil, 0, err

@@ -1,10 +1,6 @@
 package sodad
 
-import (
-	"github.com/godbus/dbus/v5"
-
-	"github.com/soda-project/soda/internal/sodadapi"
-)
+import "github.com/soda-project/soda/internal/sodadapi"
 
 // Operations on an existing sandbox: the polkit action its owner needs
 // ("" for none) and the one anyone else needs.
@@ -19,8 +15,3 @@ var (
 	// nothing.
 	opRevoke = operation{"", sodadapi.ActionGrantOther}
 )
-
-// dbusErr is a D-Bus error with one message.
-func dbusErr(name, msg string) *dbus.Error {
-	return dbus.NewError(name, []any{msg})
-}

@@ -101,7 +101,7 @@ func TestDecodeSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := decodeSpec(tc.spec)
 			if tc.errName != "" {
-				if err == nil || err.Name != tc.errName || !strings.Contains(err.Error(), tc.errHas) {
+				if err == nil || busError(err).Name != tc.errName || !strings.Contains(err.Error(), tc.errHas) {
 					t.Fatalf("err = %v, want %s naming %q", err, tc.errName, tc.errHas)
 				}
 				return
@@ -118,7 +118,7 @@ func TestDecodeOptionsAndArgv(t *testing.T) {
 	if o, err := decodeOptions(map[string]dbus.Variant{"interactive": v(true)}); err != nil || !o.Interactive {
 		t.Errorf("interactive: %+v %v", o, err)
 	}
-	if _, err := decodeOptions(map[string]dbus.Variant{"interactve": v(true)}); err == nil || err.Name != sodadapi.ErrorInvalidArgs || !strings.Contains(err.Error(), "interactve") {
+	if _, err := decodeOptions(map[string]dbus.Variant{"interactve": v(true)}); err == nil || busError(err).Name != sodadapi.ErrorInvalidArgs || !strings.Contains(err.Error(), "interactve") {
 		t.Errorf("typo: %v", err)
 	}
 	if _, err := decodeOptions(map[string]dbus.Variant{"private": v(true)}); err == nil {
@@ -130,7 +130,7 @@ func TestDecodeOptionsAndArgv(t *testing.T) {
 	if err := decodeArgv(nil); err == nil {
 		t.Errorf("empty argv accepted")
 	}
-	if err := decodeArgv(make([]string, maxArgs+1)); err == nil || err.Name != sodadapi.ErrorInvalidSpec {
+	if err := decodeArgv(make([]string, maxArgs+1)); err == nil || busError(err).Name != sodadapi.ErrorInvalidSpec {
 		t.Errorf("oversize argv: %v", err)
 	}
 }
@@ -178,7 +178,7 @@ func TestCheckFds(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || err.Name != sodadapi.ErrorInvalidFd || !strings.Contains(err.Error(), tc.errHas) {
+			if err == nil || busError(err).Name != sodadapi.ErrorInvalidFd || !strings.Contains(err.Error(), tc.errHas) {
 				t.Fatalf("err = %v, want InvalidFd %q", err, tc.errHas)
 			}
 		})
@@ -302,7 +302,7 @@ func TestAuthorization(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f.asked = nil
 			err := a.owned(ctx, tc.c, alice.UID, tc.op, nil, tc.interactive)
-			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Name != tc.wantErr) {
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || busError(err).Name != tc.wantErr) {
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}
 			if strings.Join(f.asked, ",") != strings.Join(tc.wantAsked, ",") {
@@ -344,7 +344,7 @@ func TestDecideCreate(t *testing.T) {
 			}
 		})
 	}
-	if _, _, _, err := decideCreate(p, alice, profile.Request{Limits: profile.Limits{MemoryMax: -1}}); err == nil || err.Name != sodadapi.ErrorInvalidSpec {
+	if _, _, _, err := decideCreate(p, alice, profile.Request{Limits: profile.Limits{MemoryMax: -1}}); err == nil || busError(err).Name != sodadapi.ErrorInvalidSpec {
 		t.Errorf("negative limit: %v, want InvalidSpec", err)
 	}
 }
@@ -481,7 +481,7 @@ func TestCallerMayAccess(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := callerMayAccess(tc.c, []string{tc.dir}, tc.write)
-			if tc.ok && err != nil || !tc.ok && (err == nil || err.Name != sodadapi.ErrorInvalidSpec) {
+			if tc.ok && err != nil || !tc.ok && (err == nil || busError(err).Name != sodadapi.ErrorInvalidSpec) {
 				t.Errorf("callerMayAccess(uid %d, %s, write=%v) = %v, want ok=%v", tc.c.UID, tc.dir, tc.write, err, tc.ok)
 			}
 		})
