@@ -3,11 +3,11 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"time"
 
-	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/sodadclient"
 )
 
@@ -91,7 +91,7 @@ func (b *sodadBox) Exec(ctx context.Context, argv []string, dir string, stdin io
 func (b *sodadBox) Close(ctx context.Context) error {
 	defer b.sb.Close()
 	if err := b.sb.Kill(ctx, 9, false); err != nil {
-		if sodadclient.ErrorName(err) == sodadapi.ErrorNotRunning {
+		if errors.Is(err, sodadclient.ErrNotRunning) {
 			return nil
 		}
 		return err

@@ -5,8 +5,9 @@
 // signals, changes their allow-lists and reads their audit. sodactl run
 // and sodactl sandbox are built on it.
 //
-// Errors from sodad keep their D-Bus error name (Error.Name) and say what
-// to do about them (Error.Error). The caller's identity is never sent: sodad
+// Errors from sodad keep their D-Bus error name (Error.Name), match the
+// sentinel of that name (errors.Is(err, ErrNoSuchSandbox)) and say what to
+// do about them (Error.Error). The caller's identity is never sent: sodad
 // takes it from the bus.
 package sodadclient
 

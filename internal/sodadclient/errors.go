@@ -18,6 +18,40 @@ type Error struct {
 	Message string // sodad's message, if any
 }
 
+// ErrorKind is a sentinel for one of sodad's D-Bus error names: what a
+// call returns is errors.Is the sentinel of its name (ErrNoSuchSandbox,
+// ...), whatever its message and however it is wrapped.
+type ErrorKind string
+
+// Error is the D-Bus error name.
+func (k ErrorKind) Error() string { return string(k) }
+
+// The sentinels of the error names sodad answers with (docs/dbus-api.md,
+// "Errors").
+const (
+	ErrNoSuchProfile    = ErrorKind(sodadapi.ErrorNoSuchProfile)
+	ErrNoSuchSandbox    = ErrorKind(sodadapi.ErrorNoSuchSandbox)
+	ErrExceedsProfile   = ErrorKind(sodadapi.ErrorExceedsProfile)
+	ErrInvalidSpec      = ErrorKind(sodadapi.ErrorInvalidSpec)
+	ErrInvalidTarget    = ErrorKind(sodadapi.ErrorInvalidTarget)
+	ErrInvalidFd        = ErrorKind(sodadapi.ErrorInvalidFd)
+	ErrNotRunning       = ErrorKind(sodadapi.ErrorNotRunning)
+	ErrNotPersistent    = ErrorKind(sodadapi.ErrorNotPersistent)
+	ErrDraining         = ErrorKind(sodadapi.ErrorDraining)
+	ErrTooManySandboxes = ErrorKind(sodadapi.ErrorTooManySandboxes)
+	ErrInteractiveAuth  = ErrorKind(sodadapi.ErrorInteractiveAuth)
+	ErrAccessDenied     = ErrorKind(sodadapi.ErrorAccessDenied)
+	ErrInvalidArgs      = ErrorKind(sodadapi.ErrorInvalidArgs)
+	ErrNotSupported     = ErrorKind(sodadapi.ErrorNotSupported)
+	ErrFailed           = ErrorKind(sodadapi.ErrorFailed)
+)
+
+// Is makes errors.Is(err, ErrX) hold for an *Error of ErrX's name.
+func (e *Error) Is(target error) bool {
+	k, ok := target.(ErrorKind)
+	return ok && string(k) == e.Name
+}
+
 // hints say what to do about each error (docs/dbus-api.md, "Errors").
 var hints = map[string]string{
 	sodadapi.ErrorNoSuchProfile:    "'sodactl sandbox profiles' lists the profiles you may use",
