@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/sodadclient"
 	"github.com/soda-project/soda/internal/sodadclient/sodadtest"
 )
@@ -100,7 +101,7 @@ func TestRunViaSodad(t *testing.T) {
 			[]string{"run", "-v", "--", "agent"}, 0, []string{"sandbox via sodad", "profile=dev"}},
 		{"signalled", &sodadtest.Fake{Exit: sodadclient.Exit{Result: "signal", Status: 137}},
 			[]string{"run", "--", "agent"}, 137, nil},
-		{"refused", &sodadtest.Fake{CreateError: sodadclient.ErrorPrefix + "ExceedsProfile"},
+		{"refused", &sodadtest.Fake{CreateError: sodadapi.ErrorExceedsProfile},
 			[]string{"run", "--profile", "dev", "--memory", "64G", "--", "agent"}, 125,
 			[]string{"create a sandbox from profile dev: refused by the fake (io.github.soda_project.Soda1.Error.ExceedsProfile): ask for no more than the profile allows"}},
 		{"no such profile", &sodadtest.Fake{},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/sodadclient"
 )
 
@@ -42,7 +43,7 @@ func chooseMode(ctx context.Context, opts *options, ro *runOptions, log *slog.Lo
 		if c != nil {
 			c.Close()
 		}
-		why := "sodad (" + sodadclient.BusName + ") is not on the system bus"
+		why := "sodad (" + sodadapi.BusName + ") is not on the system bus"
 		if err != nil {
 			why = fmt.Sprintf("no system bus to find sodad on (%v)", err)
 		}

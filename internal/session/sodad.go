@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"time"
@@ -90,7 +91,7 @@ func (b *sodadBox) Exec(ctx context.Context, argv []string, dir string, stdin io
 func (b *sodadBox) Close(ctx context.Context) error {
 	defer b.sb.Close()
 	if err := b.sb.Kill(ctx, 9, false); err != nil {
-		if sodadclient.ErrorName(err) == sodadclient.ErrorPrefix+"NotRunning" {
+		if errors.Is(err, sodadclient.ErrNotRunning) {
 			return nil
 		}
 		return err

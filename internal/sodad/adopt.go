@@ -12,6 +12,7 @@ import (
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/systemd"
 )
 
@@ -205,7 +206,7 @@ func (d *Daemon) endLost(ctx context.Context, recs []Record) {
 // adopt takes over the sandbox of r with its stored descriptors files
 // (which it owns from now on) and puts it back on the bus.
 func (d *Daemon) adopt(ctx context.Context, r Record, files map[string]*os.File) error {
-	b := &box{d: d, id: r.ID, path: SandboxPath(r.ID), owner: r.OwnerUID, profile: r.Profile, unit: r.Unit,
+	b := &box{d: d, id: r.ID, path: sodadapi.SandboxPath(r.ID), owner: r.OwnerUID, profile: r.Profile, unit: r.Unit,
 		created: r.Created, argv: r.Argv, audit: newAuditRing(auditKeep),
 		alog: auditsink.NewLog(d.journal.With("owner_uid", r.OwnerUID)), noNetwork: r.NoNetwork,
 		mcp: slices.Clone(r.MCP), rw: r.ReadWrite, ro: r.ReadOnly, limits: r.Limits}
@@ -252,7 +253,7 @@ func (d *Daemon) adopt(ctx context.Context, r Record, files map[string]*os.File)
 		d.log.Error("state record", "err", err)
 	}
 	d.live.Add(1)
-	b.props.SetMust(SandboxInterface, "State", "running")
+	b.props.SetMust(sodadapi.SandboxInterface, "State", "running")
 	d.journal.Info("sandbox adopted: sodad restarted, the sandbox runs on", "sandbox", b.id, "owner_uid", b.owner, "profile", b.profile, "unit", b.unit)
 	go b.wait()
 	return nil

@@ -88,39 +88,40 @@ type authz struct {
 	observe func(action string, d time.Duration)
 }
 
-// check asks polkit about action for c. A refusal is a D-Bus error:
+// check asks polkit about action for c. A refusal is an error:
 // InteractiveAuthorizationRequired when authenticating would help and the
-// caller did not allow interaction, refused otherwise (refusedName).
-func (a authz) check(ctx context.Context, c caller, action string, details map[string]string, interactive bool, refusedName, refusedMsg string) *dbus.Error {
+// caller did not allow interaction, refused otherwise (AccessDenied when
+// refused is nil).
+func (a authz) check(ctx context.Context, c caller, action string, details map[string]string, interactive bool, refused error) error {
 	start := time.Now()
 	r, err := a.auth.CheckAuthorization(ctx, polkit.Check{Sender: c.Sender, Action: action, Details: details, Interactive: interactive})
 	if a.observe != nil {
 		a.observe(action, time.Since(start))
 	}
 	if err != nil {
-		return dbusErr(ErrFailed, fmt.Sprintf("polkit %s: %v", action, err))
+		return fmt.Errorf("polkit %s: %w", action, err)
 	}
 	if r.Authorized {
 		return nil
 	}
 	if r.Challenge && !interactive {
-		return dbusErr(ErrInteractiveAuth, fmt.Sprintf("%s needs authentication: retry with option interactive", action))
+		return errorf(errInteractiveAuth, "%s needs authentication: retry with option interactive", action)
 	}
-	if refusedName == "" {
-		refusedName, refusedMsg = ErrAccessDenied, fmt.Sprintf("polkit refused %s", action)
+	if refused == nil {
+		refused = errorf(errAccessDenied, "polkit refused %s", action)
 	}
-	return dbusErr(refusedName, refusedMsg)
+	return refused
 }
 
 // allowed asks without interaction and only says yes or no (ListSandboxes,
 // visibility).
 func (a authz) allowed(ctx context.Context, c caller, action string, details map[string]string) bool {
-	return a.check(ctx, c, action, details, false, "", "") == nil
+	return a.check(ctx, c, action, details, false, nil) == nil
 }
 
 // owned decides op on a sandbox of owner's: its owner needs op.own
 // (nothing if ""), anyone else op.other.
-func (a authz) owned(ctx context.Context, c caller, owner uint32, op operation, details map[string]string, interactive bool) *dbus.Error {
+func (a authz) owned(ctx context.Context, c caller, owner uint32, op operation, details map[string]string, interactive bool) error {
 	action := op.own
 	if c.UID != owner {
 		action = op.other
@@ -128,5 +129,5 @@ func (a authz) owned(ctx context.Context, c caller, owner uint32, op operation, 
 	if action == "" {
 		return nil
 	}
-	return a.check(ctx, c, action, details, interactive, "", "")
+	return a.check(ctx, c, action, details, interactive, nil)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/workhome"
 )
 
@@ -106,7 +107,7 @@ func (b *box) propMap(eff profile.Request, limits map[string]uint64) prop.Map {
 		}
 		return l
 	}
-	return prop.Map{SandboxInterface: {
+	return prop.Map{sodadapi.SandboxInterface: {
 		"Id": c(b.id), "OwnerUID": c(b.owner), "Profile": c(b.profile), "Unit": c(b.unit),
 		"CreatedTimestamp": c(uint64(b.created.UnixMicro())), "State": t("starting"),
 		"MCP": t(nz(slices.Clone(b.mcp))), "Allow": t(grantStrings(b.allow)), "AllowPrivate": t(grantStrings(b.allowPrivate)),
@@ -128,7 +129,7 @@ func (b *box) export(conn *dbus.Conn, m prop.Map) error {
 	if err := conn.Export(gatedProps{b}, b.path, "org.freedesktop.DBus.Properties"); err != nil {
 		return fmt.Errorf("export %s properties: %w", b.path, err)
 	}
-	if err := conn.Export(sandboxMethods{b}, b.path, SandboxInterface); err != nil {
+	if err := conn.Export(sandboxMethods{b}, b.path, sodadapi.SandboxInterface); err != nil {
 		return fmt.Errorf("export %s: %w", b.path, err)
 	}
 	xml := node(sandboxXML, nil)
@@ -136,22 +137,22 @@ func (b *box) export(conn *dbus.Conn, m prop.Map) error {
 }
 
 func (b *box) unexport(conn *dbus.Conn) {
-	for _, i := range []string{"org.freedesktop.DBus.Properties", SandboxInterface, "org.freedesktop.DBus.Introspectable"} {
+	for _, i := range []string{"org.freedesktop.DBus.Properties", sodadapi.SandboxInterface, "org.freedesktop.DBus.Introspectable"} {
 		_ = conn.Export(nil, b.path, i)
 	}
 }
 
 // visible is nil when c may see b: its owner, or anyone polkit grants
 // manage-other without asking; NoSuchSandbox otherwise.
-func (b *box) visible(ctx context.Context, c caller) *dbus.Error {
-	if c.UID == b.owner || b.d.authz.allowed(ctx, c, ActionManageOther, b.details()) {
+func (b *box) visible(ctx context.Context, c caller) error {
+	if c.UID == b.owner || b.d.authz.allowed(ctx, c, sodadapi.ActionManageOther, b.details()) {
 		return nil
 	}
 	return noSuchSandbox(b.id)
 }
 
-func noSuchSandbox(id string) *dbus.Error {
-	return dbusErr(ErrNoSuchSandbox, fmt.Sprintf("no sandbox %q", id))
+func noSuchSandbox(id string) error {
+	return errorf(errNoSuchSandbox, "no sandbox %q", id)
 }
 
 func (b *box) details() map[string]string {
@@ -165,11 +166,11 @@ type gatedProps struct{ b *box }
 func (g gatedProps) Get(sender dbus.Sender, iface, name string) (dbus.Variant, *dbus.Error) {
 	c, ctx, cancel, err := g.b.d.begin(sender)
 	if err != nil {
-		return dbus.Variant{}, err
+		return dbus.Variant{}, busError(err)
 	}
 	defer cancel()
 	if err := g.b.visible(ctx, c); err != nil {
-		return dbus.Variant{}, err
+		return dbus.Variant{}, busError(err)
 	}
 	return g.b.props.Get(iface, name)
 }
@@ -178,11 +179,11 @@ func (g gatedProps) Get(sender dbus.Sender, iface, name string) (dbus.Variant, *
 func (g gatedProps) GetAll(sender dbus.Sender, iface string) (map[string]dbus.Variant, *dbus.Error) {
 	c, ctx, cancel, err := g.b.d.begin(sender)
 	if err != nil {
-		return nil, err
+		return nil, busError(err)
 	}
 	defer cancel()
 	if err := g.b.visible(ctx, c); err != nil {
-		return nil, err
+		return nil, busError(err)
 	}
 	return g.b.props.GetAll(iface)
 }
@@ -198,7 +199,11 @@ type sandboxMethods struct{ b *box }
 
 // Kill sends a signal to the sandbox's command.
 func (m sandboxMethods) Kill(sender dbus.Sender, sig int32, opts map[string]dbus.Variant) *dbus.Error {
-	b := m.b
+	return busError(m.b.kill(sender, sig, opts))
+}
+
+// kill is Kill.
+func (b *box) kill(sender dbus.Sender, sig int32, opts map[string]dbus.Variant) error {
 	c, ctx, cancel, err := b.d.begin(sender)
 	if err != nil {
 		return err
@@ -212,31 +217,31 @@ func (m sandboxMethods) Kill(sender dbus.Sender, sig int32, opts map[string]dbus
 		return err
 	}
 	if sig < 1 || sig > 64 {
-		return dbusErr(ErrInvalidArgs, fmt.Sprintf("signal %d: want 1 to 64", sig))
+		return errorf(errInvalidArgs, "signal %d: want 1 to 64", sig)
 	}
 	sb := b.running()
 	if sb == nil {
-		return dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return errorf(errNotRunning, "sandbox %s is not running", b.id)
 	}
 	b.d.journal.Info("sandbox kill", "sandbox", b.id, "owner_uid", b.owner, "caller_uid", c.UID, "signal", sig)
 	if e := sb.Signal(syscall.Signal(sig)); e != nil {
-		return dbusErr(ErrFailed, fmt.Sprintf("signal %d to %s: %v", sig, b.id, e))
+		return fmt.Errorf("signal %d to %s: %w", sig, b.id, e)
 	}
 	return nil
 }
 
 // Grant adds a target to the live allow-list.
 func (m sandboxMethods) Grant(sender dbus.Sender, target string, opts map[string]dbus.Variant) *dbus.Error {
-	return m.b.changeGrant(sender, target, opts, true)
+	return busError(m.b.changeGrant(sender, target, opts, true))
 }
 
 // Revoke removes a target from the live allow-list.
 func (m sandboxMethods) Revoke(sender dbus.Sender, target string, opts map[string]dbus.Variant) *dbus.Error {
-	return m.b.changeGrant(sender, target, opts, false)
+	return busError(m.b.changeGrant(sender, target, opts, false))
 }
 
 // changeGrant is Grant (add) and Revoke.
-func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbus.Variant, add bool) *dbus.Error {
+func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbus.Variant, add bool) error {
 	c, ctx, cancel, err := b.d.begin(sender)
 	if err != nil {
 		return err
@@ -247,7 +252,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		return err
 	}
 	if len(target) > maxString {
-		return dbusErr(ErrInvalidTarget, "target: too long")
+		return errorf(errInvalidTarget, "target: too long")
 	}
 	g, mcp, err := parseTarget(target, o.Private)
 	if err != nil {
@@ -265,35 +270,35 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		}
 	} else {
 		if c.UID != b.owner {
-			if err := b.d.authz.check(ctx, c, ActionGrantOther, details, o.Interactive, "", ""); err != nil {
+			if err := b.d.authz.check(ctx, c, sodadapi.ActionGrantOther, details, o.Interactive, nil); err != nil {
 				return err
 			}
 		}
-		action, excess := ActionGrant, ""
+		action, excess := sodadapi.ActionGrant, ""
 		if within, why := b.d.withinProfile(b.profile, g, mcp); !within {
-			action, excess = ActionBeyondProfile, why
+			action, excess = sodadapi.ActionBeyondProfile, why
 			details["excess"] = why
 		}
-		refused, msg := "", ""
-		if action == ActionBeyondProfile {
-			refused, msg = ErrExceedsProfile, fmt.Sprintf("%s; polkit refused %s", excess, ActionBeyondProfile)
+		var refused error
+		if action == sodadapi.ActionBeyondProfile {
+			refused = errorf(errExceedsProfile, "%s; polkit refused %s", excess, sodadapi.ActionBeyondProfile)
 		}
-		if err := b.d.authz.check(ctx, c, action, details, o.Interactive, refused, msg); err != nil {
+		if err := b.d.authz.check(ctx, c, action, details, o.Interactive, refused); err != nil {
 			return err
 		}
 	}
 	if mcp != "" {
-		return dbusErr(ErrNotSupported, fmt.Sprintf("%s %s: MCP servers are granted when the sandbox is created (spec MCP); the engine cannot relay a new port into a running sandbox", method, target))
+		return errorf(errNotSupported, "%s %s: MCP servers are granted when the sandbox is created (spec MCP); the engine cannot relay a new port into a running sandbox", method, target)
 	}
 	sb := b.running()
 	if sb == nil {
-		return dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return errorf(errNotRunning, "sandbox %s is not running", b.id)
 	}
 	b.mu.Lock()
 	noNet := b.noNetwork
 	b.mu.Unlock()
 	if noNet {
-		return dbusErr(ErrInvalidTarget, fmt.Sprintf("%s %s: sandbox %s has no network", method, target, b.id))
+		return errorf(errInvalidTarget, "%s %s: sandbox %s has no network", method, target, b.id)
 	}
 	b.mu.Lock()
 	if !add {
@@ -320,7 +325,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		e = sb.SetEgress(ctx, by, nil, []egress.Grant{g})
 	}
 	if e != nil {
-		return dbusErr(ErrFailed, fmt.Sprintf("%s %s: %v", method, target, e))
+		return fmt.Errorf("%s %s: %w", method, target, e)
 	}
 	b.mu.Lock()
 	list := &b.allow
@@ -336,7 +341,7 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 		name = "AllowPrivate"
 	}
 	b.mu.Unlock()
-	b.props.SetMust(SandboxInterface, name, vals)
+	b.props.SetMust(sodadapi.SandboxInterface, name, vals)
 	if err := b.d.store.Write(b.record()); err != nil {
 		b.d.log.Error("state record", "err", err)
 	}
@@ -346,7 +351,12 @@ func (b *box) changeGrant(sender dbus.Sender, target string, opts map[string]dbu
 
 // ReadAudit returns kept audit records from cursor on.
 func (m sandboxMethods) ReadAudit(sender dbus.Sender, cursor uint64, max uint32, opts map[string]dbus.Variant) ([]string, uint64, *dbus.Error) {
-	b := m.b
+	recs, next, err := m.b.readAudit(sender, cursor, max, opts)
+	return recs, next, busError(err)
+}
+
+// readAudit is ReadAudit.
+func (b *box) readAudit(sender dbus.Sender, cursor uint64, max uint32, opts map[string]dbus.Variant) ([]string, uint64, error) {
 	c, ctx, cancel, err := b.d.begin(sender)
 	if err != nil {
 		return nil, 0, err
@@ -426,15 +436,15 @@ func (b *box) wait() {
 		}
 	}
 	b.alog.Close()
-	b.props.SetMust(SandboxInterface, "Result", result)
-	b.props.SetMust(SandboxInterface, "ExitStatus", code)
-	b.props.SetMust(SandboxInterface, "ExitedTimestamp", uint64(time.Now().UnixMicro()))
-	b.props.SetMust(SandboxInterface, "State", state)
+	b.props.SetMust(sodadapi.SandboxInterface, "Result", result)
+	b.props.SetMust(sodadapi.SandboxInterface, "ExitStatus", code)
+	b.props.SetMust(sodadapi.SandboxInterface, "ExitedTimestamp", uint64(time.Now().UnixMicro()))
+	b.props.SetMust(sodadapi.SandboxInterface, "State", state)
 	if err := d.store.Remove(b.id); err != nil {
 		d.log.Error("state record", "err", err)
 	}
 	d.journal.Info("sandbox exited", "sandbox", b.id, "owner_uid", b.owner, "result", result, "status", code)
-	_ = d.conn.Emit(ManagerPath, ManagerInterface+".SandboxExited", b.id, b.path, result, code)
+	_ = d.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxExited", b.id, b.path, result, code)
 	d.touch()
 	go func() {
 		t := time.NewTimer(d.cfg.Linger)

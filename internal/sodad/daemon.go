@@ -21,6 +21,7 @@ import (
 	"github.com/soda-project/soda/internal/polkit"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/version"
 	"github.com/soda-project/soda/internal/workhome"
@@ -210,12 +211,12 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stopRun()
 	d.run = runCtx
 	d.recover(ctx)
-	reply, err := conn.RequestName(BusName, dbus.NameFlagDoNotQueue)
+	reply, err := conn.RequestName(sodadapi.BusName, dbus.NameFlagDoNotQueue)
 	if err != nil {
-		return fmt.Errorf("own %s: %w", BusName, err)
+		return fmt.Errorf("own %s: %w", sodadapi.BusName, err)
 	}
 	if reply != dbus.RequestNameReplyPrimaryOwner {
-		return fmt.Errorf("own %s: the name is taken (another sodad runs?)", BusName)
+		return fmt.Errorf("own %s: the name is taken (another sodad runs?)", sodadapi.BusName)
 	}
 
 	notify := systemd.NewNotifier(log)
@@ -226,15 +227,15 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Warn("watchdog", "err", err)
 		}
 	}()
-	notify.Ready("serving " + BusName)
-	log.Info("sodad ready", "name", BusName, "version", version.Version, "profiles", cfg.ProfileDir, "state", cfg.StateDir)
+	notify.Ready("serving " + sodadapi.BusName)
+	log.Info("sodad ready", "name", sodadapi.BusName, "version", version.Version, "profiles", cfg.ProfileDir, "state", cfg.StateDir)
 
 	reason := d.waitIdle(ctx)
 	notify.Stopping(reason)
 	log.Info("sodad stopping", "reason", reason)
 	d.drain()
 	stopRun()
-	_, _ = conn.ReleaseName(BusName)
+	_, _ = conn.ReleaseName(sodadapi.BusName)
 	return nil
 }
 
@@ -249,7 +250,7 @@ func (d *Daemon) healthy() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var owner string
-	err := d.conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, BusName).Store(&owner)
+	err := d.conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, sodadapi.BusName).Store(&owner)
 	if err != nil || len(d.conn.Names()) == 0 || owner != d.conn.Names()[0] {
 		d.log.Warn("watchdog: not healthy", "owner", owner, "err", err)
 		return false
@@ -329,7 +330,7 @@ func (d *Daemon) drain() {
 		}
 	}
 	d.mu.Unlock()
-	d.mgr.SetMust(ManagerInterface, "Draining", true)
+	d.mgr.SetMust(sodadapi.ManagerInterface, "Draining", true)
 	for _, b := range live {
 		if handOver && b.handedOver() {
 			d.journal.Info("sandbox handed over: sodad restarting, its successor adopts it", "sandbox", b.id, "owner_uid", b.owner, "unit", b.unit)

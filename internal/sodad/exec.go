@@ -31,9 +31,9 @@ const maxExecTimeout = time.Hour
 // bus call cannot be withdrawn). Its owner needs polkit's exec, anyone
 // else exec-other.
 func (m sandboxMethods) Exec(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (int32, string, bool, *dbus.Error) {
-	es, err := m.exec(sender, argv, opts, fds)
+	es, err := m.b.exec(sender, argv, opts, fds)
 	if err != nil {
-		return 0, "", false, err
+		return 0, "", false, busError(err)
 	}
 	return int32(es.Code), es.Signal, es.TimedOut, nil
 }
@@ -44,9 +44,9 @@ func (m sandboxMethods) Exec(sender dbus.Sender, argv []string, opts map[string]
 // init's samples while the command ran), memory_kills and tasks_refused
 // (t: what the sandbox's limits did while it ran).
 func (m sandboxMethods) ExecEx(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (map[string]dbus.Variant, *dbus.Error) {
-	es, err := m.exec(sender, argv, opts, fds)
+	es, err := m.b.exec(sender, argv, opts, fds)
 	if err != nil {
-		return nil, err
+		return nil, busError(err)
 	}
 	return map[string]dbus.Variant{
 		"status":         dbus.MakeVariant(int32(es.Code)),
@@ -59,8 +59,7 @@ func (m sandboxMethods) ExecEx(sender dbus.Sender, argv []string, opts map[strin
 }
 
 // exec is Exec and ExecEx: it checks the call and runs the command.
-func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (sandbox.ExitStatus, *dbus.Error) {
-	b := m.b
+func (b *box) exec(sender dbus.Sender, argv []string, opts map[string]dbus.Variant, fds map[string]dbus.Variant) (sandbox.ExitStatus, error) {
 	files, owned, badFd := receiveFds(fds)
 	defer func() {
 		for _, f := range owned {
@@ -73,7 +72,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	}
 	defer cancel()
 	if badFd != "" {
-		return sandbox.ExitStatus{}, dbusErr(ErrInvalidFd, badFd)
+		return sandbox.ExitStatus{}, errorf(errInvalidFd, "%s", badFd)
 	}
 	// cancel: the read end of a pipe whose other end the caller holds
 	// while it waits; its hang-up (the caller cancelled, or died) kills
@@ -82,7 +81,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	var cancelFd *os.File
 	if f, ok := files["cancel"]; ok {
 		if k, err := inspectFd(int(f.Fd())); err != nil || !k.readable || !k.fifo {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidFd, "fd cancel: want the read end of a pipe, whose hang-up cancels the command")
+			return sandbox.ExitStatus{}, errorf(errInvalidFd, "fd cancel: want the read end of a pipe, whose hang-up cancels the command")
 		}
 		cancelFd = f
 		delete(files, "cancel")
@@ -92,10 +91,10 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	if v, ok := rest["dir"]; ok {
 		s, ok := v.Value().(string)
 		if !ok {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option dir: want type s, got %s", v.Signature()))
+			return sandbox.ExitStatus{}, errorf(errInvalidArgs, "option dir: want type s, got %s", v.Signature())
 		}
 		if len(s) > maxString || !path.IsAbs(s) || path.Clean(s) != s || strings.IndexByte(s, 0) >= 0 {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option dir %q: want a clean absolute path inside the sandbox", s))
+			return sandbox.ExitStatus{}, errorf(errInvalidArgs, "option dir %q: want a clean absolute path inside the sandbox", s)
 		}
 		dir = s
 		delete(rest, "dir")
@@ -103,7 +102,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	if v, ok := rest["timeout"]; ok {
 		us, ok := v.Value().(uint64)
 		if !ok {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option timeout: want type t (µs), got %s", v.Signature()))
+			return sandbox.ExitStatus{}, errorf(errInvalidArgs, "option timeout: want type t (µs), got %s", v.Signature())
 		}
 		if us > 0 && us < uint64(maxExecTimeout/time.Microsecond) {
 			timeout = time.Duration(us) * time.Microsecond
@@ -113,7 +112,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	if v, ok := rest["end_others"]; ok {
 		b, ok := v.Value().(bool)
 		if !ok {
-			return sandbox.ExitStatus{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("option end_others: want type b, got %s", v.Signature()))
+			return sandbox.ExitStatus{}, errorf(errInvalidArgs, "option end_others: want type b, got %s", v.Signature())
 		}
 		endOthers = b
 		delete(rest, "end_others")
@@ -134,7 +133,7 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	}
 	sb := b.running()
 	if sb == nil {
-		return sandbox.ExitStatus{}, dbusErr(ErrNotRunning, fmt.Sprintf("sandbox %s is not running", b.id))
+		return sandbox.ExitStatus{}, errorf(errNotRunning, "sandbox %s is not running", b.id)
 	}
 	b.d.touch()
 	execCtx := b.d.run
@@ -149,10 +148,10 @@ func (m sandboxMethods) exec(sender dbus.Sender, argv []string, opts map[string]
 	es, e := sb.Exec(execCtx, sandbox.ExecSpec{Argv: argv, Dir: dir, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, Timeout: timeout, EndOthers: endOthers})
 	b.d.touch()
 	if errors.Is(e, sandbox.ErrNotPersistent) {
-		return sandbox.ExitStatus{}, dbusErr(ErrNotPersistent, fmt.Sprintf("sandbox %s runs one command: create it with spec Persistent to Exec in it", b.id))
+		return sandbox.ExitStatus{}, errorf(errNotPersistent, "sandbox %s runs one command: create it with spec Persistent to Exec in it", b.id)
 	}
 	if e != nil {
-		return sandbox.ExitStatus{}, dbusErr(ErrFailed, fmt.Sprintf("exec %s in %s: %v", argv[0], b.id, e))
+		return sandbox.ExitStatus{}, fmt.Errorf("exec %s in %s: %w", argv[0], b.id, e)
 	}
 	return es, nil
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/soda-project/soda/internal/sodadapi"
 )
 
 // createFdsArg and execFdsArg are the index of CreateSandbox's and
@@ -41,9 +43,9 @@ func closeStray(msg *dbus.Message, isSandbox func(dbus.ObjectPath) bool) {
 	member, _ := msg.Headers[dbus.FieldMember].Value().(string)
 	path, _ := msg.Headers[dbus.FieldPath].Value().(dbus.ObjectPath)
 	switch {
-	case path == ManagerPath && member == "CreateSandbox" && (iface == ManagerInterface || iface == ""):
+	case path == sodadapi.ManagerPath && member == "CreateSandbox" && (iface == sodadapi.ManagerInterface || iface == ""):
 		keep = createFdsArg
-	case (member == "Exec" || member == "ExecEx") && (iface == SandboxInterface || iface == "") && isSandbox != nil && isSandbox(path):
+	case (member == "Exec" || member == "ExecEx") && (iface == sodadapi.SandboxInterface || iface == "") && isSandbox != nil && isSandbox(path):
 		keep = execFdsArg
 	}
 	for i, v := range msg.Body {

@@ -7,12 +7,14 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
 	"github.com/godbus/dbus/v5/prop"
+
+	"github.com/soda-project/soda/internal/sodadapi"
 )
 
 const constAnn = `<annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>`
 
 // managerXML is the Manager interface as docs/dbus-api.md gives it.
-const managerXML = `<interface name="` + ManagerInterface + `">
+const managerXML = `<interface name="` + sodadapi.ManagerInterface + `">
   <method name="CreateSandbox">
    <arg name="profile" type="s" direction="in"/>
    <arg name="argv" type="as" direction="in"/>
@@ -52,7 +54,7 @@ const managerXML = `<interface name="` + ManagerInterface + `">
 `
 
 // sandboxXML is the Sandbox interface.
-var sandboxXML = `<interface name="` + SandboxInterface + `">
+var sandboxXML = `<interface name="` + sodadapi.SandboxInterface + `">
   <method name="Kill">
    <arg name="signal" type="i" direction="in"/>
    <arg name="options" type="a{sv}" direction="in"/>

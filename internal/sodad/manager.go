@@ -23,6 +23,7 @@ import (
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/runstate"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/version"
 )
 
@@ -31,20 +32,20 @@ import (
 const callTimeout = 2 * time.Minute
 
 // begin starts a method call: who the caller is, from the bus.
-func (d *Daemon) begin(sender dbus.Sender) (caller, context.Context, context.CancelFunc, *dbus.Error) {
+func (d *Daemon) begin(sender dbus.Sender) (caller, context.Context, context.CancelFunc, error) {
 	d.touch()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	uid, gids, err := d.peers.Credentials(ctx, string(sender))
 	if err != nil {
 		cancel()
-		return caller{}, nil, nil, dbusErr(ErrFailed, fmt.Sprintf("who is calling: %v", err))
+		return caller{}, nil, nil, fmt.Errorf("who is calling: %w", err)
 	}
 	return caller{Sender: string(sender), UID: uid, GIDs: gids}, ctx, cancel, nil
 }
 
 // exportManager exports the Manager object and the sandboxes' parent.
 func (d *Daemon) exportManager() error {
-	p, err := prop.Export(d.conn, ManagerPath, prop.Map{ManagerInterface: {
+	p, err := prop.Export(d.conn, sodadapi.ManagerPath, prop.Map{sodadapi.ManagerInterface: {
 		"Version":  {Value: version.Version, Emit: prop.EmitConst},
 		"Draining": {Value: false, Emit: prop.EmitTrue},
 	}})
@@ -52,11 +53,11 @@ func (d *Daemon) exportManager() error {
 		return fmt.Errorf("export the Manager's properties: %w", err)
 	}
 	d.mgr = p
-	if err := d.conn.Export(manager{d}, ManagerPath, ManagerInterface); err != nil {
+	if err := d.conn.Export(manager{d}, sodadapi.ManagerPath, sodadapi.ManagerInterface); err != nil {
 		return fmt.Errorf("export the Manager: %w", err)
 	}
 	mxml := node(managerXML, []string{"sandbox"})
-	if err := d.conn.Export(introspector(func() string { return mxml }), ManagerPath, "org.freedesktop.DBus.Introspectable"); err != nil {
+	if err := d.conn.Export(introspector(func() string { return mxml }), sodadapi.ManagerPath, "org.freedesktop.DBus.Introspectable"); err != nil {
 		return fmt.Errorf("export the Manager's introspection: %w", err)
 	}
 	return d.conn.Export(introspector(func() string {
@@ -64,10 +65,10 @@ func (d *Daemon) exportManager() error {
 		defer d.mu.Unlock()
 		var kids []string
 		for _, b := range d.boxes {
-			kids = append(kids, escapePathLabel(b.id))
+			kids = append(kids, sodadapi.PathLabel(b.id))
 		}
 		return node("", kids)
-	}), dbus.ObjectPath(SandboxPathPrefix), "org.freedesktop.DBus.Introspectable")
+	}), dbus.ObjectPath(sodadapi.SandboxPathPrefix), "org.freedesktop.DBus.Introspectable")
 }
 
 // remove takes an ended sandbox off the bus.
@@ -76,47 +77,38 @@ func (d *Daemon) remove(b *box) {
 	delete(d.boxes, b.id)
 	d.mu.Unlock()
 	b.unexport(d.conn)
-	_ = d.conn.Emit(ManagerPath, ManagerInterface+".SandboxRemoved", b.id, b.path)
+	_ = d.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxRemoved", b.id, b.path)
 }
 
 // manager is the Manager interface's methods.
 type manager struct{ d *Daemon }
 
 // ListProfiles lists the profiles whose Users=/Groups= include the caller.
-func (m manager) ListProfiles(sender dbus.Sender) ([]struct{ Name, Description string }, *dbus.Error) {
+func (m manager) ListProfiles(sender dbus.Sender) ([]sodadapi.ProfileEntry, *dbus.Error) {
 	c, _, cancel, err := m.d.begin(sender)
 	if err != nil {
-		return nil, err
+		return nil, busError(err)
 	}
 	defer cancel()
 	ps, perr := profile.LoadAll(m.d.cfg.ProfileDir)
 	if perr != nil {
 		m.d.log.Warn("profiles that do not parse", "err", perr)
 	}
-	out := []struct{ Name, Description string }{}
+	out := []sodadapi.ProfileEntry{}
 	for _, p := range ps {
 		if p.Allows(c.UID, c.GIDs) {
-			out = append(out, struct{ Name, Description string }{p.Name, p.Description})
+			out = append(out, sodadapi.ProfileEntry{Name: p.Name, Description: p.Description})
 		}
 	}
 	return out, nil
 }
 
-// sandboxEntry is one entry of ListSandboxes, (susso).
-type sandboxEntry struct {
-	ID      string
-	Owner   uint32
-	Profile string
-	State   string
-	Path    dbus.ObjectPath
-}
-
 // ListSandboxes lists the caller's sandboxes, and everyone's with
 // manage-other (asked without interaction).
-func (m manager) ListSandboxes(sender dbus.Sender) ([]sandboxEntry, *dbus.Error) {
+func (m manager) ListSandboxes(sender dbus.Sender) ([]sodadapi.SandboxEntry, *dbus.Error) {
 	c, ctx, cancel, err := m.d.begin(sender)
 	if err != nil {
-		return nil, err
+		return nil, busError(err)
 	}
 	defer cancel()
 	m.d.mu.Lock()
@@ -127,12 +119,12 @@ func (m manager) ListSandboxes(sender dbus.Sender) ([]sandboxEntry, *dbus.Error)
 	m.d.mu.Unlock()
 	slices.SortFunc(boxes, func(a, b *box) int { return a.created.Compare(b.created) })
 	others := -1 // unknown until asked
-	out := []sandboxEntry{}
+	out := []sodadapi.SandboxEntry{}
 	for _, b := range boxes {
 		if b.owner != c.UID {
 			if others < 0 {
 				others = 0
-				if m.d.authz.allowed(ctx, c, ActionManageOther, nil) {
+				if m.d.authz.allowed(ctx, c, sodadapi.ActionManageOther, nil) {
 					others = 1
 				}
 			}
@@ -140,8 +132,8 @@ func (m manager) ListSandboxes(sender dbus.Sender) ([]sandboxEntry, *dbus.Error)
 				continue
 			}
 		}
-		state, _ := b.props.GetMust(SandboxInterface, "State").(string)
-		out = append(out, sandboxEntry{b.id, b.owner, b.profile, state, b.path})
+		state, _ := b.props.GetMust(sodadapi.SandboxInterface, "State").(string)
+		out = append(out, sodadapi.SandboxEntry{ID: b.id, Owner: b.owner, Profile: b.profile, State: state, Path: b.path})
 	}
 	return out, nil
 }
@@ -150,17 +142,17 @@ func (m manager) ListSandboxes(sender dbus.Sender) ([]sandboxEntry, *dbus.Error)
 func (m manager) GetSandbox(sender dbus.Sender, id string) (dbus.ObjectPath, *dbus.Error) {
 	c, ctx, cancel, err := m.d.begin(sender)
 	if err != nil {
-		return "", err
+		return "", busError(err)
 	}
 	defer cancel()
 	m.d.mu.Lock()
 	b := m.d.boxes[id]
 	m.d.mu.Unlock()
 	if b == nil {
-		return "", noSuchSandbox(id)
+		return "", busError(noSuchSandbox(id))
 	}
 	if err := b.visible(ctx, c); err != nil {
-		return "", err
+		return "", busError(err)
 	}
 	return b.path, nil
 }
@@ -168,7 +160,13 @@ func (m manager) GetSandbox(sender dbus.Sender, id string) (dbus.ObjectPath, *db
 // CreateSandbox creates a sandbox from a profile and starts argv in it.
 func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []string, spec map[string]dbus.Variant,
 	fds map[string]dbus.Variant, opts map[string]dbus.Variant) (string, dbus.ObjectPath, *dbus.Error) {
-	d := m.d
+	id, path, err := m.d.createSandbox(sender, profileName, argv, spec, fds, opts)
+	return id, path, busError(err)
+}
+
+// createSandbox is CreateSandbox.
+func (d *Daemon) createSandbox(sender dbus.Sender, profileName string, argv []string, spec map[string]dbus.Variant,
+	fds map[string]dbus.Variant, opts map[string]dbus.Variant) (string, dbus.ObjectPath, error) {
 	// The fds are sodad's from here: closed on every path but the one
 	// that hands them to the sandbox. (fds is a{sv}, each value an h:
 	// godbus 5.1 and 5.2 cannot decode an a{sh} holding fds.)
@@ -188,7 +186,7 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	}
 	defer cancel()
 	if badFd != "" {
-		return "", "", dbusErr(ErrInvalidFd, badFd)
+		return "", "", errorf(errInvalidFd, "%s", badFd)
 	}
 	o, err := decodeOptions(opts)
 	if err != nil {
@@ -200,9 +198,9 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	}
 	switch {
 	case req.Persistent && len(argv) > 0:
-		return "", "", dbusErr(ErrInvalidArgs, "argv: a persistent sandbox runs what Exec asks: pass an empty argv")
+		return "", "", errorf(errInvalidArgs, "argv: a persistent sandbox runs what Exec asks: pass an empty argv")
 	case req.Persistent && req.TTY:
-		return "", "", dbusErr(ErrInvalidSpec, "TTY: a persistent sandbox has no terminal of its own")
+		return "", "", errorf(errInvalidSpec, "TTY: a persistent sandbox has no terminal of its own")
 	case !req.Persistent:
 		if err := decodeArgv(argv); err != nil {
 			return "", "", err
@@ -216,7 +214,7 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	draining := d.draining
 	d.mu.Unlock()
 	if draining {
-		return "", "", dbusErr(ErrDraining, "sodad is stopping: no new sandboxes")
+		return "", "", errorf(errDraining, "sodad is stopping: no new sandboxes")
 	}
 
 	p, perr := profile.Load(d.cfg.ProfileDir, profileName)
@@ -226,17 +224,17 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 		if c.UID == 0 {
 			msg += ": " + perr.Error()
 		}
-		return "", "", dbusErr(ErrNoSuchProfile, msg)
+		return "", "", errorf(errNoSuchProfile, "%s", msg)
 	}
 	eff, action, details, err := decideCreate(p, c, req.Request)
 	if err != nil {
 		return "", "", err
 	}
-	refused, refusedMsg := "", ""
-	if action == ActionBeyondProfile && details["excess"] != "" {
-		refused, refusedMsg = ErrExceedsProfile, details["excess"]+"; polkit refused "+ActionBeyondProfile
+	var refused error
+	if action == sodadapi.ActionBeyondProfile && details["excess"] != "" {
+		refused = errorf(errExceedsProfile, "%s; polkit refused %s", details["excess"], sodadapi.ActionBeyondProfile)
 	}
-	if err := d.authz.check(ctx, c, action, details, o.Interactive, refused, refusedMsg); err != nil {
+	if err := d.authz.check(ctx, c, action, details, o.Interactive, refused); err != nil {
 		return "", "", err
 	}
 	if err := callerMayAccess(c, eff.ReadWrite, true); err != nil {
@@ -247,10 +245,10 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	}
 	if len(req.RunMCP) > 0 {
 		if !p.PerRunMCP {
-			return "", "", dbusErr(ErrAccessDenied, fmt.Sprintf("profile %s does not allow per-run MCP servers (RunMCP): an administrator allows them with PerRunMCP=yes in its [Grants] section", p.Name))
+			return "", "", errorf(errAccessDenied, "profile %s does not allow per-run MCP servers (RunMCP): an administrator allows them with PerRunMCP=yes in its [Grants] section", p.Name)
 		}
 		if st.Life == nil {
-			return "", "", dbusErr(ErrInvalidFd, "fd life: RunMCP needs the read end of a pipe that the caller holds open while it runs its servers")
+			return "", "", errorf(errInvalidFd, "fd life: RunMCP needs the read end of a pipe that the caller holds open while it runs its servers")
 		}
 	}
 	if err := masksInside(req.Masks, slices.Concat(eff.ReadWrite, eff.ReadOnly)); err != nil {
@@ -258,7 +256,7 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	}
 
 	id := newID(p.Name)
-	b := &box{d: d, id: id, path: SandboxPath(id), owner: c.UID, profile: p.Name, unit: "soda-sandbox-" + id + ".scope",
+	b := &box{d: d, id: id, path: sodadapi.SandboxPath(id), owner: c.UID, profile: p.Name, unit: "soda-sandbox-" + id + ".scope",
 		created: time.Now(), argv: slices.Clone(argv), audit: newAuditRing(auditKeep),
 		alog: auditsink.NewLog(d.journal.With("owner_uid", c.UID)), noNetwork: eff.NoNetwork,
 		mcp: slices.Clone(eff.MCP), perRun: len(req.RunMCP) > 0}
@@ -282,11 +280,11 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	}
 	if total >= d.cfg.MaxSandboxes || mine >= d.cfg.MaxPerUser {
 		d.mu.Unlock()
-		return "", "", dbusErr(ErrTooManySandboxes, fmt.Sprintf("%d sandboxes run (%d of uid %d); at most %d, %d per user", total, mine, c.UID, d.cfg.MaxSandboxes, d.cfg.MaxPerUser))
+		return "", "", errorf(errTooManySandboxes, "%d sandboxes run (%d of uid %d); at most %d, %d per user", total, mine, c.UID, d.cfg.MaxSandboxes, d.cfg.MaxPerUser)
 	}
 	d.boxes[id] = b
 	d.mu.Unlock()
-	fail := func(e *dbus.Error) (string, dbus.ObjectPath, *dbus.Error) {
+	fail := func(e error) (string, dbus.ObjectPath, error) {
 		d.mu.Lock()
 		delete(d.boxes, id)
 		d.mu.Unlock()
@@ -312,10 +310,10 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	}
 	b.rw, b.ro, b.limits = eff.ReadWrite, eff.ReadOnly, limits
 	if e := b.export(d.conn, b.propMap(eff, limits)); e != nil {
-		return fail(dbusErr(ErrFailed, e.Error()))
+		return fail(e)
 	}
 	if e := d.store.Write(b.record()); e != nil {
-		return fail(dbusErr(ErrFailed, e.Error()))
+		return fail(e)
 	}
 	d.journal.Info("sandbox create", "sandbox", id, "owner_uid", c.UID, "profile", p.Name, "unit", b.unit, "action", action, "argv", strings.Join(argv, " "))
 	sb, e := d.engine.Start(d.run, sspec)
@@ -323,9 +321,9 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 		d.journal.Warn("sandbox did not start", "sandbox", id, "owner_uid", c.UID, "err", e)
 		var ce *sandbox.CommandError
 		if errors.As(e, &ce) {
-			return fail(dbusErr(ErrFailed, fmt.Sprintf("start %s (exit status %d): %v", argv[0], ce.Code, e)))
+			return fail(fmt.Errorf("start %s (exit status %d): %w", argv[0], ce.Code, e))
 		}
-		return fail(dbusErr(ErrFailed, fmt.Sprintf("start the sandbox: %v", e)))
+		return fail(fmt.Errorf("start the sandbox: %w", e))
 	}
 	handed = true
 	b.mu.Lock()
@@ -336,8 +334,8 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 		go b.watchLife(st.Life)
 	}
 	d.live.Add(1)
-	b.props.SetMust(SandboxInterface, "State", "running")
-	_ = d.conn.Emit(ManagerPath, ManagerInterface+".SandboxNew", id, b.path)
+	b.props.SetMust(sodadapi.SandboxInterface, "State", "running")
+	_ = d.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxNew", id, b.path)
 	go b.wait()
 	return id, b.path, nil
 }
@@ -346,24 +344,24 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 // action creating it needs, with the details for polkit's rules: create
 // within a profile that lists the caller, beyond-profile for more than it
 // allows or a profile that does not list the caller.
-func decideCreate(p *profile.Profile, c caller, req profile.Request) (profile.Request, string, map[string]string, *dbus.Error) {
+func decideCreate(p *profile.Profile, c caller, req profile.Request) (profile.Request, string, map[string]string, error) {
 	details := map[string]string{"profile": p.Name}
 	eff, err := p.Narrow(req)
-	action := ActionCreate
+	action := sodadapi.ActionCreate
 	var ee *profile.ExceedsError
 	switch {
 	case errors.As(err, &ee):
-		action = ActionBeyondProfile
+		action = sodadapi.ActionBeyondProfile
 		var ex []string
 		for _, x := range ee.Excesses {
 			ex = append(ex, x.Message)
 		}
 		details["excess"] = strings.Join(ex, "; ")
 	case err != nil:
-		return profile.Request{}, "", nil, dbusErr(ErrInvalidSpec, err.Error())
+		return profile.Request{}, "", nil, errorf(errInvalidSpec, "%w", err)
 	}
 	if !p.Allows(c.UID, c.GIDs) {
-		action = ActionBeyondProfile
+		action = sodadapi.ActionBeyondProfile
 		if details["excess"] == "" {
 			details["excess"] = fmt.Sprintf("profile %s does not list uid %d", p.Name, c.UID)
 		}
@@ -393,7 +391,7 @@ func (d *Daemon) withinProfile(name string, g egress.Grant, mcp string) (bool, s
 
 // buildSpec is the engine's spec: the effective request, the sandbox's
 // home with the agents' MCP configuration, the streams.
-func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams) (sandbox.Spec, *dbus.Error) {
+func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams) (sandbox.Spec, error) {
 	spec := sandbox.Spec{ID: b.id, Argv: b.argv, Env: req.Env, Dir: req.Dir, ReadOnly: eff.ReadOnly, ReadWrite: eff.ReadWrite,
 		NoNetwork: eff.NoNetwork, Timeout: eff.Limits.Timeout, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, TTY: st.TTY,
 		Limits: sandbox.Limits{MemoryMax: eff.Limits.MemoryMax, TasksMax: eff.Limits.TasksMax, CPUPercent: eff.Limits.CPUPercent,
@@ -407,22 +405,22 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 	for _, name := range eff.MCP {
 		g, err := r.Grant(name, sandbox.DefaultProxyPort, "")
 		if err != nil {
-			return spec, dbusErr(ErrInvalidSpec, fmt.Sprintf("MCP %s: %v", name, err))
+			return spec, errorf(errInvalidSpec, "MCP %s: %w", name, err)
 		}
 		servers = append(servers, g)
 	}
 	spec.Egress.MCPPorts = mcpgrant.Ports(servers)
 	for _, rs := range req.RunMCP {
 		if slices.Contains(eff.MCP, rs.Name) {
-			return spec, dbusErr(ErrInvalidSpec, fmt.Sprintf("RunMCP %s: a soda-mcp@ server of that name is granted too", rs.Name))
+			return spec, errorf(errInvalidSpec, "RunMCP %s: a soda-mcp@ server of that name is granted too", rs.Name)
 		}
 		g := mcpgrant.Grant{Entry: clientconfig.Server{Name: rs.Name, URL: rs.URL, Headers: rs.Headers, Command: rs.Command, Args: rs.Args, Env: rs.Env}}
 		if rs.Port != 0 {
 			if rs.Port == sandbox.DefaultProxyPort || slices.Contains(spec.Egress.MCPPorts, rs.Port) {
-				return spec, dbusErr(ErrInvalidSpec, fmt.Sprintf("RunMCP %s: port %d is the sandbox proxy's or a granted soda-mcp@ server's", rs.Name, rs.Port))
+				return spec, errorf(errInvalidSpec, "RunMCP %s: port %d is the sandbox proxy's or a granted soda-mcp@ server's", rs.Name, rs.Port)
 			}
 			if err := ownsLoopbackListener(b.owner, rs.Port); err != nil {
-				return spec, dbusErr(ErrAccessDenied, fmt.Sprintf("RunMCP %s: %v", rs.Name, err))
+				return spec, errorf(errAccessDenied, "RunMCP %s: %w", rs.Name, err)
 			}
 			g.Port = rs.Port
 			g.Entry.URL, g.Entry.Token = fmt.Sprintf("http://127.0.0.1:%d/mcp", rs.Port), rs.Token
@@ -433,12 +431,12 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 	spec.Masks = req.Masks
 	h, err := d.homes.New()
 	if err != nil {
-		return spec, dbusErr(ErrFailed, fmt.Sprintf("sandbox home: %v", err))
+		return spec, fmt.Errorf("sandbox home: %w", err)
 	}
 	b.home = h
 	agent, err := agentconf.Write(h.Path(), sandbox.SandboxHome, b.argv, servers)
 	if err != nil {
-		return spec, dbusErr(ErrFailed, fmt.Sprintf("write the agents' MCP configuration: %v", err))
+		return spec, fmt.Errorf("write the agents' MCP configuration: %w", err)
 	}
 	spec.TrustedEnv, spec.Home = agent.Env, h.Path()
 	if !req.Persistent {
@@ -450,7 +448,7 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 // masksInside checks that every mask is of a file inside one of the
 // granted directories, its symbolic links resolved (as the engine will):
 // a request may only change what the sandbox sees of its own grants.
-func masksInside(masks []sandbox.Mask, grants []string) *dbus.Error {
+func masksInside(masks []sandbox.Mask, grants []string) error {
 	below := func(p string) bool {
 		for _, g := range grants {
 			if strings.HasPrefix(p, filepath.Clean(g)+"/") {
@@ -463,11 +461,11 @@ func masksInside(masks []sandbox.Mask, grants []string) *dbus.Error {
 		// Named below a grant before anything is looked up as root: the
 		// answer must not tell whether a path elsewhere exists.
 		if !below(filepath.Clean(m.Path)) {
-			return dbusErr(ErrInvalidSpec, fmt.Sprintf("Masks %s: not inside a granted directory (ReadWritePaths, ReadOnlyPaths)", m.Path))
+			return errorf(errInvalidSpec, "Masks %s: not inside a granted directory (ReadWritePaths, ReadOnlyPaths)", m.Path)
 		}
 		p, err := filepath.EvalSymlinks(m.Path)
 		if err != nil {
-			return dbusErr(ErrInvalidSpec, fmt.Sprintf("Masks %s: %v", m.Path, err))
+			return errorf(errInvalidSpec, "Masks %s: %w", m.Path, err)
 		}
 		inside := false
 		for _, g := range grants {
@@ -476,7 +474,7 @@ func masksInside(masks []sandbox.Mask, grants []string) *dbus.Error {
 			}
 		}
 		if !inside {
-			return dbusErr(ErrInvalidSpec, fmt.Sprintf("Masks %s: not inside a granted directory (ReadWritePaths, ReadOnlyPaths)", m.Path))
+			return errorf(errInvalidSpec, "Masks %s: not inside a granted directory (ReadWritePaths, ReadOnlyPaths)", m.Path)
 		}
 	}
 	return nil
@@ -508,7 +506,7 @@ func (b *box) watchLife(f *os.File) {
 // (sodad runs as root, the sandbox gets its owner's access through an
 // idmapped mount): search on every component, and read (and write for
 // read-write grants) on the directory, by its mode bits.
-func callerMayAccess(c caller, dirs []string, write bool) *dbus.Error {
+func callerMayAccess(c caller, dirs []string, write bool) error {
 	if c.UID == 0 {
 		return nil
 	}
@@ -532,10 +530,10 @@ func callerMayAccess(c caller, dirs []string, write bool) *dbus.Error {
 			}
 			var s unix.Stat_t
 			if err := unix.Stat(p, &s); err != nil {
-				return dbusErr(ErrInvalidSpec, fmt.Sprintf("%s %s: %v", key, dir, err))
+				return errorf(errInvalidSpec, "%s %s: %w", key, dir, err)
 			}
 			if !modeAllows(s, c, need) {
-				return dbusErr(ErrInvalidSpec, fmt.Sprintf("%s %s: uid %d may not access %s", key, dir, c.UID, p))
+				return errorf(errInvalidSpec, "%s %s: uid %d may not access %s", key, dir, c.UID, p)
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/sandbox/wire"
+	"github.com/soda-project/soda/internal/sodadapi"
 )
 
 // Bounds of a request: anything larger is InvalidSpec (a caller must not
@@ -44,7 +45,7 @@ type request struct {
 	Persistent bool
 	// RunMCP are the caller's own MCP servers for this sandbox (sodactl
 	// run --mcp-config): allowed by the profile's PerRunMCP=.
-	RunMCP []runServer
+	RunMCP []sodadapi.RunServer
 	// Masks are files the sandbox sees with other contents (the agent's
 	// configuration without its secrets), inside the granted paths.
 	Masks []sandbox.Mask
@@ -53,38 +54,12 @@ type request struct {
 // maxRunMCP bounds RunMCP and Masks.
 const maxRunMCP = 64
 
-// runServer is one entry of RunMCP: exactly one of a loopback port that
-// the caller listens on (with its token), a remote URL, or a stdio
-// command that the agent starts inside the sandbox.
-type runServer struct {
-	Name    string
-	Port    uint16
-	Token   string
-	URL     string
-	Headers map[string]string
-	Command string
-	Args    []string
-	Env     map[string]string
-}
-
-// runServerWire is an entry of RunMCP as it travels, (sa{sv}).
-type runServerWire struct {
-	Name  string
-	Props map[string]dbus.Variant
-}
-
-// maskWire is an entry of Masks, (say).
-type maskWire struct {
-	Path string
-	Data []byte
-}
-
 // decodeRunMCP decodes RunMCP.
-func decodeRunMCP(v []runServerWire) ([]runServer, error) {
+func decodeRunMCP(v []sodadapi.RunServerEntry) ([]sodadapi.RunServer, error) {
 	if len(v) > maxRunMCP {
 		return nil, fmt.Errorf("%d entries, at most %d", len(v), maxRunMCP)
 	}
-	var out []runServer
+	var out []sodadapi.RunServer
 	seen := map[string]bool{}
 	for _, e := range v {
 		name, props := e.Name, e.Props
@@ -95,7 +70,7 @@ func decodeRunMCP(v []runServerWire) ([]runServer, error) {
 			return nil, fmt.Errorf("%s: named twice", name)
 		}
 		seen[name] = true
-		s := runServer{Name: name}
+		s := sodadapi.RunServer{Name: name}
 		for _, k := range sortedKeys(props) {
 			var err error
 			val := props[k].Value()
@@ -175,7 +150,7 @@ func validServerName(n string) bool {
 }
 
 // decodeMasks decodes Masks.
-func decodeMasks(v []maskWire) ([]sandbox.Mask, error) {
+func decodeMasks(v []sodadapi.Mask) ([]sandbox.Mask, error) {
 	if len(v) > maxRunMCP {
 		return nil, fmt.Errorf("%d entries, at most %d", len(v), maxRunMCP)
 	}
@@ -201,7 +176,7 @@ type options struct {
 
 // decodeOptions decodes a{sv} options; allowed names the keys the method
 // takes besides "interactive".
-func decodeOptions(in map[string]dbus.Variant, allowed ...string) (options, *dbus.Error) {
+func decodeOptions(in map[string]dbus.Variant, allowed ...string) (options, error) {
 	var o options
 	for _, k := range sortedKeys(in) {
 		v := in[k]
@@ -209,57 +184,57 @@ func decodeOptions(in map[string]dbus.Variant, allowed ...string) (options, *dbu
 		case k == "interactive":
 			b, ok := v.Value().(bool)
 			if !ok {
-				return o, dbusErr(ErrInvalidArgs, fmt.Sprintf("option interactive: want type b, got %s", v.Signature()))
+				return o, errorf(errInvalidArgs, "option interactive: want type b, got %s", v.Signature())
 			}
 			o.Interactive = b
 		case k == "private" && contains(allowed, "private"):
 			b, ok := v.Value().(bool)
 			if !ok {
-				return o, dbusErr(ErrInvalidArgs, fmt.Sprintf("option private: want type b, got %s", v.Signature()))
+				return o, errorf(errInvalidArgs, "option private: want type b, got %s", v.Signature())
 			}
 			o.Private = b
 		default:
-			return o, dbusErr(ErrInvalidArgs, fmt.Sprintf("unknown option %q", k))
+			return o, errorf(errInvalidArgs, "unknown option %q", k)
 		}
 	}
 	return o, nil
 }
 
 // decodeArgv checks the command line.
-func decodeArgv(argv []string) *dbus.Error {
+func decodeArgv(argv []string) error {
 	if len(argv) == 0 {
-		return dbusErr(ErrInvalidArgs, "argv is empty: name the command to run")
+		return errorf(errInvalidArgs, "argv is empty: name the command to run")
 	}
 	if len(argv) > maxArgs {
-		return dbusErr(ErrInvalidSpec, fmt.Sprintf("argv: %d arguments, at most %d", len(argv), maxArgs))
+		return errorf(errInvalidSpec, "argv: %d arguments, at most %d", len(argv), maxArgs)
 	}
 	n := 0
 	for _, a := range argv {
 		n += len(a) + 1
 		if strings.IndexByte(a, 0) >= 0 {
-			return dbusErr(ErrInvalidSpec, "argv: an argument holds a NUL byte")
+			return errorf(errInvalidSpec, "argv: an argument holds a NUL byte")
 		}
 	}
 	if n > maxArgBytes {
-		return dbusErr(ErrInvalidSpec, fmt.Sprintf("argv: %d bytes, at most %d", n, maxArgBytes))
+		return errorf(errInvalidSpec, "argv: %d bytes, at most %d", n, maxArgBytes)
 	}
 	if argv[0] == "" {
-		return dbusErr(ErrInvalidSpec, "argv: the command is empty")
+		return errorf(errInvalidSpec, "argv: the command is empty")
 	}
 	return nil
 }
 
-// decodeSpec turns CreateSandbox's spec into a request. Every error is a
-// D-Bus error naming the key.
-func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
+// decodeSpec turns CreateSandbox's spec into a request. Every error
+// names the key.
+func decodeSpec(spec map[string]dbus.Variant) (request, error) {
 	var r request
-	bad := func(k, f string, a ...any) (request, *dbus.Error) {
-		return request{}, dbusErr(ErrInvalidSpec, k+": "+fmt.Sprintf(f, a...))
+	bad := func(k, f string, a ...any) (request, error) {
+		return request{}, errorf(errInvalidSpec, "%s: %s", k, fmt.Sprintf(f, a...))
 	}
 	for _, k := range sortedKeys(spec) {
 		v := spec[k]
 		if identityKeys[k] {
-			return request{}, dbusErr(ErrInvalidArgs, fmt.Sprintf("spec key %q: the caller's identity comes from the bus, never from arguments", k))
+			return request{}, errorf(errInvalidArgs, "spec key %q: the caller's identity comes from the bus, never from arguments", k)
 		}
 		want := specTypes[k]
 		if want == "" {
@@ -272,7 +247,7 @@ func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
 		}
 		switch want {
 		case "a(sa{sv})":
-			var l []runServerWire
+			var l []sodadapi.RunServerEntry
 			if err := dbus.Store([]any{v.Value()}, &l); err != nil {
 				return bad(k, "want type %s: %v", want, err)
 			}
@@ -282,7 +257,7 @@ func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
 			}
 			r.RunMCP = rs
 		case "a(say)":
-			var l []maskWire
+			var l []sodadapi.Mask
 			if err := dbus.Store([]any{v.Value()}, &l); err != nil {
 				return bad(k, "want type %s: %v", want, err)
 			}
@@ -314,7 +289,7 @@ func decodeSpec(spec map[string]dbus.Variant) (request, *dbus.Error) {
 				for _, s := range l {
 					g, err := egress.ParseGrant(s, k == "AllowPrivate")
 					if err != nil {
-						return request{}, dbusErr(ErrInvalidTarget, fmt.Sprintf("%s %q: %v", k, s, err))
+						return request{}, errorf(errInvalidTarget, "%s %q: %w", k, s, err)
 					}
 					r.Allow = append(r.Allow, g)
 				}
@@ -424,13 +399,13 @@ type fdKind struct {
 
 // checkFds checks that each fd is what its key claims and returns the
 // streams; the files in fds stay the caller's (closed by it).
-func checkFds(fds map[string]*os.File, tty bool) (streams, *dbus.Error) {
+func checkFds(fds map[string]*os.File, tty bool) (streams, error) {
 	var s streams
 	for _, key := range sortedKeys(fds) {
 		f := fds[key]
 		k, err := inspectFd(int(f.Fd()))
-		bad := func(why string) (streams, *dbus.Error) {
-			return streams{}, dbusErr(ErrInvalidFd, fmt.Sprintf("fd %s: %s", key, why))
+		bad := func(why string) (streams, error) {
+			return streams{}, errorf(errInvalidFd, "fd %s: %s", key, why)
 		}
 		switch {
 		case err != nil:
@@ -475,28 +450,28 @@ func checkFds(fds map[string]*os.File, tty bool) (streams, *dbus.Error) {
 		}
 	}
 	if _, ok := fds["tty"]; ok && len(fds)-btoi(s.Life != nil) > 1 {
-		return streams{}, dbusErr(ErrInvalidFd, "fd tty: passed with stdin, stdout or stderr; a terminal comes alone")
+		return streams{}, errorf(errInvalidFd, "fd tty: passed with stdin, stdout or stderr; a terminal comes alone")
 	}
 	if tty && !s.TTY {
-		return streams{}, dbusErr(ErrInvalidFd, "fd tty: spec TTY is set but fds holds no tty")
+		return streams{}, errorf(errInvalidFd, "fd tty: spec TTY is set but fds holds no tty")
 	}
 	if s.TTY && !tty {
-		return streams{}, dbusErr(ErrInvalidFd, "fd tty: passed without spec TTY")
+		return streams{}, errorf(errInvalidFd, "fd tty: passed without spec TTY")
 	}
 	return s, nil
 }
 
 // parseTarget parses a Grant or Revoke target: HOST:PORT or mcp:NAME.
-func parseTarget(t string, private bool) (grant egress.Grant, mcp string, err *dbus.Error) {
+func parseTarget(t string, private bool) (grant egress.Grant, mcp string, err error) {
 	if name, ok := strings.CutPrefix(t, "mcp:"); ok {
 		if name == "" {
-			return egress.Grant{}, "", dbusErr(ErrInvalidTarget, fmt.Sprintf("target %q: no server name", t))
+			return egress.Grant{}, "", errorf(errInvalidTarget, "target %q: no server name", t)
 		}
 		return egress.Grant{}, name, nil
 	}
 	g, e := egress.ParseGrant(t, private)
 	if e != nil {
-		return egress.Grant{}, "", dbusErr(ErrInvalidTarget, fmt.Sprintf("target %q: %v (want HOST:PORT or mcp:NAME)", t, e))
+		return egress.Grant{}, "", errorf(errInvalidTarget, "target %q: %w (want HOST:PORT or mcp:NAME)", t, e)
 	}
 	return g, "", nil
 }

@@ -20,22 +20,8 @@ import (
 	"github.com/soda-project/soda/internal/polkit"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/sodadapi"
 )
-
-func TestSandboxPath(t *testing.T) {
-	for _, tc := range []struct{ id, want string }{
-		{"dev-7f3a", SandboxPathPrefix + "/dev_2d7f3a"},
-		{"3e1c-90", SandboxPathPrefix + "/_33e1c_2d90"},
-		{"abc", SandboxPathPrefix + "/abc"},
-	} {
-		if got := string(SandboxPath(tc.id)); got != tc.want {
-			t.Errorf("SandboxPath(%q) = %s, want %s", tc.id, got, tc.want)
-		}
-		if !dbus.ObjectPath(SandboxPath(tc.id)).IsValid() {
-			t.Errorf("SandboxPath(%q) is not a valid object path", tc.id)
-		}
-	}
-}
 
 func v(x any) dbus.Variant { return dbus.MakeVariant(x) }
 
@@ -65,20 +51,20 @@ func TestDecodeSpec(t *testing.T) {
 					t.Errorf("MCP %v: want empty, not nil (none)", r.MCP)
 				}
 			}},
-		{name: "identity claim", spec: map[string]dbus.Variant{"owner": v(uint32(0))}, errName: ErrInvalidArgs, errHas: `"owner"`},
-		{name: "uid claim", spec: map[string]dbus.Variant{"uid": v(uint32(0))}, errName: ErrInvalidArgs, errHas: "from the bus"},
-		{name: "unknown key", spec: map[string]dbus.Variant{"MemoryMx": v(uint64(1))}, errName: ErrInvalidSpec, errHas: "MemoryMx"},
-		{name: "wrong type", spec: map[string]dbus.Variant{"MemoryMax": v("4G")}, errName: ErrInvalidSpec, errHas: "MemoryMax: want type t"},
-		{name: "oversize", spec: map[string]dbus.Variant{"MemoryMax": v(uint64(1 << 63))}, errName: ErrInvalidSpec, errHas: "MemoryMax"},
-		{name: "too many", spec: map[string]dbus.Variant{"Allow": v(make([]string, maxListItems+1))}, errName: ErrInvalidSpec, errHas: "Allow"},
-		{name: "bad target", spec: map[string]dbus.Variant{"Allow": v([]string{"no-port"})}, errName: ErrInvalidTarget, errHas: "no-port"},
-		{name: "bad env", spec: map[string]dbus.Variant{"Environment": v([]string{"NOEQUALS"})}, errName: ErrInvalidSpec, errHas: "Environment"},
-		{name: "no network with grants", spec: map[string]dbus.Variant{"NoNetwork": v(true), "Allow": v([]string{"a.b:1"})}, errName: ErrInvalidSpec, errHas: "NoNetwork"},
+		{name: "identity claim", spec: map[string]dbus.Variant{"owner": v(uint32(0))}, errName: sodadapi.ErrorInvalidArgs, errHas: `"owner"`},
+		{name: "uid claim", spec: map[string]dbus.Variant{"uid": v(uint32(0))}, errName: sodadapi.ErrorInvalidArgs, errHas: "from the bus"},
+		{name: "unknown key", spec: map[string]dbus.Variant{"MemoryMx": v(uint64(1))}, errName: sodadapi.ErrorInvalidSpec, errHas: "MemoryMx"},
+		{name: "wrong type", spec: map[string]dbus.Variant{"MemoryMax": v("4G")}, errName: sodadapi.ErrorInvalidSpec, errHas: "MemoryMax: want type t"},
+		{name: "oversize", spec: map[string]dbus.Variant{"MemoryMax": v(uint64(1 << 63))}, errName: sodadapi.ErrorInvalidSpec, errHas: "MemoryMax"},
+		{name: "too many", spec: map[string]dbus.Variant{"Allow": v(make([]string, maxListItems+1))}, errName: sodadapi.ErrorInvalidSpec, errHas: "Allow"},
+		{name: "bad target", spec: map[string]dbus.Variant{"Allow": v([]string{"no-port"})}, errName: sodadapi.ErrorInvalidTarget, errHas: "no-port"},
+		{name: "bad env", spec: map[string]dbus.Variant{"Environment": v([]string{"NOEQUALS"})}, errName: sodadapi.ErrorInvalidSpec, errHas: "Environment"},
+		{name: "no network with grants", spec: map[string]dbus.Variant{"NoNetwork": v(true), "Allow": v([]string{"a.b:1"})}, errName: sodadapi.ErrorInvalidSpec, errHas: "NoNetwork"},
 		{name: "per-run servers and masks", spec: map[string]dbus.Variant{
-			"RunMCP": v([]runServerWire{{"fs", map[string]dbus.Variant{"Port": v(uint16(4242)), "Token": v("tok")}},
-				{"remote", map[string]dbus.Variant{"URL": v("https://mcp.example.com/mcp"), "Headers": v(map[string]string{"X-Key": "k"})}},
-				{"inside", map[string]dbus.Variant{"Command": v("npx"), "Args": v([]string{"-y", "srv"}), "Env": v(map[string]string{"A": "b"})}}}),
-			"Masks": v([]maskWire{{"/srv/p/.mcp.json", []byte("{}")}})},
+			"RunMCP": v([]sodadapi.RunServerEntry{{Name: "fs", Props: map[string]dbus.Variant{"Port": v(uint16(4242)), "Token": v("tok")}},
+				{Name: "remote", Props: map[string]dbus.Variant{"URL": v("https://mcp.example.com/mcp"), "Headers": v(map[string]string{"X-Key": "k"})}},
+				{Name: "inside", Props: map[string]dbus.Variant{"Command": v("npx"), "Args": v([]string{"-y", "srv"}), "Env": v(map[string]string{"A": "b"})}}}),
+			"Masks": v([]sodadapi.Mask{{Path: "/srv/p/.mcp.json", Data: []byte("{}")}})},
 			check: func(t *testing.T, r request) {
 				if len(r.RunMCP) != 3 || r.RunMCP[0].Port != 4242 || r.RunMCP[0].Token != "tok" || r.RunMCP[1].Headers["X-Key"] != "k" ||
 					r.RunMCP[2].Command != "npx" || r.RunMCP[2].Env["A"] != "b" || len(r.RunMCP[2].Args) != 2 {
@@ -97,25 +83,25 @@ func TestDecodeSpec(t *testing.T) {
 					t.Errorf("RunMCP %+v", r.RunMCP)
 				}
 			}},
-		{name: "per-run servers of the wrong shape", spec: map[string]dbus.Variant{"RunMCP": v([]string{"fs"})}, errName: ErrInvalidSpec, errHas: "RunMCP: want type a(sa{sv})"},
-		{name: "masks of the wrong shape", spec: map[string]dbus.Variant{"Masks": dbus.MakeVariantWithSignature([][]any{{"/a", uint32(5)}}, dbus.ParseSignatureMust("a(su)"))}, errName: ErrInvalidSpec, errHas: "Masks: want type a(say)"},
-		{name: "per-run server of two kinds", spec: map[string]dbus.Variant{"RunMCP": v([]runServerWire{{"x", map[string]dbus.Variant{"Port": v(uint16(1)), "Command": v("sh")}}})},
-			errName: ErrInvalidSpec, errHas: "exactly one of Port"},
-		{name: "per-run server bad name", spec: map[string]dbus.Variant{"RunMCP": v([]runServerWire{{"../x", map[string]dbus.Variant{"Port": v(uint16(1))}}})},
-			errName: ErrInvalidSpec, errHas: `name "../x"`},
-		{name: "per-run server unknown key", spec: map[string]dbus.Variant{"RunMCP": v([]runServerWire{{"x", map[string]dbus.Variant{"Prot": v(uint16(1))}}})},
-			errName: ErrInvalidSpec, errHas: "Prot: unknown key"},
-		{name: "per-run server twice", spec: map[string]dbus.Variant{"RunMCP": v([]runServerWire{{"x", map[string]dbus.Variant{"Port": v(uint16(1))}}, {"x", map[string]dbus.Variant{"Port": v(uint16(2))}}})},
-			errName: ErrInvalidSpec, errHas: "named twice"},
-		{name: "per-run without network", spec: map[string]dbus.Variant{"NoNetwork": v(true), "RunMCP": v([]runServerWire{{"x", map[string]dbus.Variant{"Port": v(uint16(1))}}})},
-			errName: ErrInvalidSpec, errHas: "NoNetwork"},
-		{name: "mask relative", spec: map[string]dbus.Variant{"Masks": v([]maskWire{{"srv/.mcp.json", nil}})}, errName: ErrInvalidSpec, errHas: "absolute, clean"},
-		{name: "mask oversize", spec: map[string]dbus.Variant{"Masks": v([]maskWire{{"/srv/a", make([]byte, 1<<20+1)}})}, errName: ErrInvalidSpec, errHas: "at most"},
+		{name: "per-run servers of the wrong shape", spec: map[string]dbus.Variant{"RunMCP": v([]string{"fs"})}, errName: sodadapi.ErrorInvalidSpec, errHas: "RunMCP: want type a(sa{sv})"},
+		{name: "masks of the wrong shape", spec: map[string]dbus.Variant{"Masks": dbus.MakeVariantWithSignature([][]any{{"/a", uint32(5)}}, dbus.ParseSignatureMust("a(su)"))}, errName: sodadapi.ErrorInvalidSpec, errHas: "Masks: want type a(say)"},
+		{name: "per-run server of two kinds", spec: map[string]dbus.Variant{"RunMCP": v([]sodadapi.RunServerEntry{{Name: "x", Props: map[string]dbus.Variant{"Port": v(uint16(1)), "Command": v("sh")}}})},
+			errName: sodadapi.ErrorInvalidSpec, errHas: "exactly one of Port"},
+		{name: "per-run server bad name", spec: map[string]dbus.Variant{"RunMCP": v([]sodadapi.RunServerEntry{{Name: "../x", Props: map[string]dbus.Variant{"Port": v(uint16(1))}}})},
+			errName: sodadapi.ErrorInvalidSpec, errHas: `name "../x"`},
+		{name: "per-run server unknown key", spec: map[string]dbus.Variant{"RunMCP": v([]sodadapi.RunServerEntry{{Name: "x", Props: map[string]dbus.Variant{"Prot": v(uint16(1))}}})},
+			errName: sodadapi.ErrorInvalidSpec, errHas: "Prot: unknown key"},
+		{name: "per-run server twice", spec: map[string]dbus.Variant{"RunMCP": v([]sodadapi.RunServerEntry{{Name: "x", Props: map[string]dbus.Variant{"Port": v(uint16(1))}}, {Name: "x", Props: map[string]dbus.Variant{"Port": v(uint16(2))}}})},
+			errName: sodadapi.ErrorInvalidSpec, errHas: "named twice"},
+		{name: "per-run without network", spec: map[string]dbus.Variant{"NoNetwork": v(true), "RunMCP": v([]sodadapi.RunServerEntry{{Name: "x", Props: map[string]dbus.Variant{"Port": v(uint16(1))}}})},
+			errName: sodadapi.ErrorInvalidSpec, errHas: "NoNetwork"},
+		{name: "mask relative", spec: map[string]dbus.Variant{"Masks": v([]sodadapi.Mask{{Path: "srv/.mcp.json", Data: nil}})}, errName: sodadapi.ErrorInvalidSpec, errHas: "absolute, clean"},
+		{name: "mask oversize", spec: map[string]dbus.Variant{"Masks": v([]sodadapi.Mask{{Path: "/srv/a", Data: make([]byte, 1<<20+1)}})}, errName: sodadapi.ErrorInvalidSpec, errHas: "at most"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := decodeSpec(tc.spec)
 			if tc.errName != "" {
-				if err == nil || err.Name != tc.errName || !strings.Contains(err.Error(), tc.errHas) {
+				if err == nil || busError(err).Name != tc.errName || !strings.Contains(err.Error(), tc.errHas) {
 					t.Fatalf("err = %v, want %s naming %q", err, tc.errName, tc.errHas)
 				}
 				return
@@ -132,7 +118,7 @@ func TestDecodeOptionsAndArgv(t *testing.T) {
 	if o, err := decodeOptions(map[string]dbus.Variant{"interactive": v(true)}); err != nil || !o.Interactive {
 		t.Errorf("interactive: %+v %v", o, err)
 	}
-	if _, err := decodeOptions(map[string]dbus.Variant{"interactve": v(true)}); err == nil || err.Name != ErrInvalidArgs || !strings.Contains(err.Error(), "interactve") {
+	if _, err := decodeOptions(map[string]dbus.Variant{"interactve": v(true)}); err == nil || busError(err).Name != sodadapi.ErrorInvalidArgs || !strings.Contains(err.Error(), "interactve") {
 		t.Errorf("typo: %v", err)
 	}
 	if _, err := decodeOptions(map[string]dbus.Variant{"private": v(true)}); err == nil {
@@ -144,7 +130,7 @@ func TestDecodeOptionsAndArgv(t *testing.T) {
 	if err := decodeArgv(nil); err == nil {
 		t.Errorf("empty argv accepted")
 	}
-	if err := decodeArgv(make([]string, maxArgs+1)); err == nil || err.Name != ErrInvalidSpec {
+	if err := decodeArgv(make([]string, maxArgs+1)); err == nil || busError(err).Name != sodadapi.ErrorInvalidSpec {
 		t.Errorf("oversize argv: %v", err)
 	}
 }
@@ -192,7 +178,7 @@ func TestCheckFds(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || err.Name != ErrInvalidFd || !strings.Contains(err.Error(), tc.errHas) {
+			if err == nil || busError(err).Name != sodadapi.ErrorInvalidFd || !strings.Contains(err.Error(), tc.errHas) {
 				t.Fatalf("err = %v, want InvalidFd %q", err, tc.errHas)
 			}
 		})
@@ -289,9 +275,9 @@ func TestAuthorization(t *testing.T) {
 	ask := polkit.Result{Challenge: true}
 	no := polkit.Result{}
 	f := &fakeAuth{answers: map[string]polkit.Result{
-		":1.1 " + ActionExecOther: yes, ":1.1 " + ActionGrantOther: yes,
-		":1.10 " + ActionExec: yes, ":1.10 " + ActionKill: no, ":1.10 " + ActionReadAudit: yes,
-		":1.11 " + ActionExecOther: ask, ":1.11 " + ActionKillOther: no,
+		":1.1 " + sodadapi.ActionExecOther: yes, ":1.1 " + sodadapi.ActionGrantOther: yes,
+		":1.10 " + sodadapi.ActionExec: yes, ":1.10 " + sodadapi.ActionKill: no, ":1.10 " + sodadapi.ActionReadAudit: yes,
+		":1.11 " + sodadapi.ActionExecOther: ask, ":1.11 " + sodadapi.ActionKillOther: no,
 	}}
 	a := authz{auth: f}
 	ctx := context.Background()
@@ -303,20 +289,20 @@ func TestAuthorization(t *testing.T) {
 		wantErr     string
 		wantAsked   []string
 	}{
-		{"owner execs in own", alice, opExec, false, "", []string{":1.10 " + ActionExec}},
-		{"owner refused kill by a rule", alice, opKill, false, ErrAccessDenied, []string{":1.10 " + ActionKill}},
-		{"owner reads own audit", alice, opReadAudit, false, "", []string{":1.10 " + ActionReadAudit}},
+		{"owner execs in own", alice, opExec, false, "", []string{":1.10 " + sodadapi.ActionExec}},
+		{"owner refused kill by a rule", alice, opKill, false, sodadapi.ErrorAccessDenied, []string{":1.10 " + sodadapi.ActionKill}},
+		{"owner reads own audit", alice, opReadAudit, false, "", []string{":1.10 " + sodadapi.ActionReadAudit}},
 		{"owner revokes: no action", alice, opRevoke, false, "", nil},
-		{"other user exec", bob, opExec, false, ErrInteractiveAuth, []string{":1.11 " + ActionExecOther}},
-		{"other user exec interactive, refused", bob, opExec, true, ErrAccessDenied, []string{":1.11 " + ActionExecOther}},
-		{"other user kill refused", bob, opKill, false, ErrAccessDenied, []string{":1.11 " + ActionKillOther}},
-		{"root execs in another's", root, opExec, false, "", []string{":1.1 " + ActionExecOther}},
-		{"root revokes on another's", root, opRevoke, false, "", []string{":1.1 " + ActionGrantOther}},
+		{"other user exec", bob, opExec, false, sodadapi.ErrorInteractiveAuth, []string{":1.11 " + sodadapi.ActionExecOther}},
+		{"other user exec interactive, refused", bob, opExec, true, sodadapi.ErrorAccessDenied, []string{":1.11 " + sodadapi.ActionExecOther}},
+		{"other user kill refused", bob, opKill, false, sodadapi.ErrorAccessDenied, []string{":1.11 " + sodadapi.ActionKillOther}},
+		{"root execs in another's", root, opExec, false, "", []string{":1.1 " + sodadapi.ActionExecOther}},
+		{"root revokes on another's", root, opRevoke, false, "", []string{":1.1 " + sodadapi.ActionGrantOther}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.asked = nil
 			err := a.owned(ctx, tc.c, alice.UID, tc.op, nil, tc.interactive)
-			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Name != tc.wantErr) {
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || busError(err).Name != tc.wantErr) {
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}
 			if strings.Join(f.asked, ",") != strings.Join(tc.wantAsked, ",") {
@@ -339,11 +325,11 @@ func TestDecideCreate(t *testing.T) {
 		wantAction string
 		excessHas  string
 	}{
-		{"within", alice, profile.Request{}, ActionCreate, ""},
-		{"memory beyond", alice, profile.Request{Limits: profile.Limits{MemoryMax: 8 << 30}}, ActionBeyondProfile, "MemoryMax"},
-		{"not listed", caller{UID: 1001}, profile.Request{}, ActionBeyondProfile, "does not list uid 1001"},
+		{"within", alice, profile.Request{}, sodadapi.ActionCreate, ""},
+		{"memory beyond", alice, profile.Request{Limits: profile.Limits{MemoryMax: 8 << 30}}, sodadapi.ActionBeyondProfile, "MemoryMax"},
+		{"not listed", caller{UID: 1001}, profile.Request{}, sodadapi.ActionBeyondProfile, "does not list uid 1001"},
 		// Root gets no exception from the profile: polkit decides.
-		{"root not listed", caller{UID: 0}, profile.Request{}, ActionBeyondProfile, "uid 0"},
+		{"root not listed", caller{UID: 0}, profile.Request{}, sodadapi.ActionBeyondProfile, "uid 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eff, action, details, err := decideCreate(p, tc.c, tc.req)
@@ -353,12 +339,12 @@ func TestDecideCreate(t *testing.T) {
 			if action != tc.wantAction || !strings.Contains(details["excess"], tc.excessHas) || details["profile"] != "dev" {
 				t.Errorf("action %s details %v, want %s with excess %q", action, details, tc.wantAction, tc.excessHas)
 			}
-			if action == ActionCreate && eff.Limits.MemoryMax != 2<<30 {
+			if action == sodadapi.ActionCreate && eff.Limits.MemoryMax != 2<<30 {
 				t.Errorf("effective MemoryMax %d, want the ceiling", eff.Limits.MemoryMax)
 			}
 		})
 	}
-	if _, _, _, err := decideCreate(p, alice, profile.Request{Limits: profile.Limits{MemoryMax: -1}}); err == nil || err.Name != ErrInvalidSpec {
+	if _, _, _, err := decideCreate(p, alice, profile.Request{Limits: profile.Limits{MemoryMax: -1}}); err == nil || busError(err).Name != sodadapi.ErrorInvalidSpec {
 		t.Errorf("negative limit: %v, want InvalidSpec", err)
 	}
 }
@@ -404,14 +390,14 @@ func TestCloseStrayFds(t *testing.T) {
 	}
 	// A stray fd in Kill's options is closed.
 	fd, isOpen := open()
-	closeStrayFds(call(SandboxPath("a"), SandboxInterface, "Kill", int32(9), map[string]dbus.Variant{"x": dbus.MakeVariant(dbus.UnixFD(fd))}))
+	closeStrayFds(call(sodadapi.SandboxPath("a"), sodadapi.SandboxInterface, "Kill", int32(9), map[string]dbus.Variant{"x": dbus.MakeVariant(dbus.UnixFD(fd))}))
 	if isOpen() {
 		t.Errorf("an fd in Kill's options stayed open")
 	}
 	// CreateSandbox keeps its fds, not one hidden in spec.
 	keep, keepOpen := open()
 	stray, strayOpen := open()
-	closeStrayFds(call(ManagerPath, ManagerInterface, "CreateSandbox", "dev", []string{"true"},
+	closeStrayFds(call(sodadapi.ManagerPath, sodadapi.ManagerInterface, "CreateSandbox", "dev", []string{"true"},
 		map[string]dbus.Variant{"MemoryMax": dbus.MakeVariant(dbus.UnixFD(stray))},
 		map[string]dbus.Variant{"stdin": dbus.MakeVariant(dbus.UnixFD(keep))}, map[string]dbus.Variant{}))
 	if !keepOpen() {
@@ -423,14 +409,14 @@ func TestCloseStrayFds(t *testing.T) {
 	unix.Close(keep)
 	// Exec and ExecEx keep their fds for a sandbox that exists, not for
 	// one that does not (godbus answers that call itself).
-	isBox := func(p dbus.ObjectPath) bool { return p == SandboxPath("a") }
+	isBox := func(p dbus.ObjectPath) bool { return p == sodadapi.SandboxPath("a") }
 	for _, tc := range []struct {
 		member string
 		path   dbus.ObjectPath
 		keep   bool
-	}{{"Exec", SandboxPath("a"), true}, {"Exec", SandboxPath("nope"), false}, {"ExecEx", SandboxPath("a"), true}, {"ExecEx", SandboxPath("nope"), false}} {
+	}{{"Exec", sodadapi.SandboxPath("a"), true}, {"Exec", sodadapi.SandboxPath("nope"), false}, {"ExecEx", sodadapi.SandboxPath("a"), true}, {"ExecEx", sodadapi.SandboxPath("nope"), false}} {
 		fd, isOpen := open()
-		strayFdCloser(isBox)(call(tc.path, SandboxInterface, tc.member, []string{"true"}, map[string]dbus.Variant{},
+		strayFdCloser(isBox)(call(tc.path, sodadapi.SandboxInterface, tc.member, []string{"true"}, map[string]dbus.Variant{},
 			map[string]dbus.Variant{"stdout": dbus.MakeVariant(dbus.UnixFD(fd))}))
 		if isOpen() != tc.keep {
 			t.Errorf("%s on %s: fd open %v, want %v", tc.member, tc.path, isOpen(), tc.keep)
@@ -495,7 +481,7 @@ func TestCallerMayAccess(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := callerMayAccess(tc.c, []string{tc.dir}, tc.write)
-			if tc.ok && err != nil || !tc.ok && (err == nil || err.Name != ErrInvalidSpec) {
+			if tc.ok && err != nil || !tc.ok && (err == nil || busError(err).Name != sodadapi.ErrorInvalidSpec) {
 				t.Errorf("callerMayAccess(uid %d, %s, write=%v) = %v, want ok=%v", tc.c.UID, tc.dir, tc.write, err, tc.ok)
 			}
 		})

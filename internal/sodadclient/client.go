@@ -5,8 +5,9 @@
 // signals, changes their allow-lists and reads their audit. sodactl run
 // and sodactl sandbox are built on it.
 //
-// Errors from sodad keep their D-Bus error name (Error.Name) and say what
-// to do about them (Error.Error). The caller's identity is never sent: sodad
+// Errors from sodad keep their D-Bus error name (Error.Name), match the
+// sentinel of that name (errors.Is(err, ErrNoSuchSandbox)) and say what to
+// do about them (Error.Error). The caller's identity is never sent: sodad
 // takes it from the bus.
 package sodadclient
 
@@ -18,20 +19,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
-)
 
-// Names of the API (docs/dbus-api.md, "Names").
-const (
-	// BusName is sodad's well-known name on the system bus.
-	BusName = "io.github.soda_project.Soda1"
-	// ManagerPath is the Manager object.
-	ManagerPath = dbus.ObjectPath("/io/github/soda_project/Soda1")
-	// ManagerInterface creates, lists and looks up sandboxes.
-	ManagerInterface = BusName + ".Manager"
-	// SandboxInterface is implemented by each sandbox's object.
-	SandboxInterface = BusName + ".Sandbox"
-	// ErrorPrefix starts the names of sodad's own errors.
-	ErrorPrefix = BusName + ".Error."
+	"github.com/soda-project/soda/internal/sodadapi"
 )
 
 // Client talks to sodad over one bus connection.
@@ -70,8 +59,8 @@ func (c *Client) Close() error {
 func (c *Client) Available(ctx context.Context) (bool, error) {
 	bus := c.conn.BusObject()
 	var owned bool
-	if err := bus.CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, BusName).Store(&owned); err != nil {
-		return false, fmt.Errorf("ask the bus whether %s has an owner: %w", BusName, err)
+	if err := bus.CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, sodadapi.BusName).Store(&owned); err != nil {
+		return false, fmt.Errorf("ask the bus whether %s has an owner: %w", sodadapi.BusName, err)
 	}
 	if owned {
 		return true, nil
@@ -80,7 +69,7 @@ func (c *Client) Available(ctx context.Context) (bool, error) {
 	if err := bus.CallWithContext(ctx, "org.freedesktop.DBus.ListActivatableNames", 0).Store(&names); err != nil {
 		return false, fmt.Errorf("list the bus's activatable names: %w", err)
 	}
-	return slices.Contains(names, BusName), nil
+	return slices.Contains(names, sodadapi.BusName), nil
 }
 
 // Detect connects to the system bus and reports whether sodad is on it,
@@ -123,7 +112,9 @@ func Detect(ctx context.Context, timeout time.Duration) (*Client, bool, error) {
 	}
 }
 
-func (c *Client) manager() dbus.BusObject { return c.conn.Object(BusName, ManagerPath) }
+func (c *Client) manager() dbus.BusObject {
+	return c.conn.Object(sodadapi.BusName, sodadapi.ManagerPath)
+}
 
 // Entry is one sandbox as ListSandboxes reports it.
 type Entry struct {
@@ -136,14 +127,8 @@ type Entry struct {
 
 // List returns the sandboxes the caller may see.
 func (c *Client) List(ctx context.Context) ([]Entry, error) {
-	var rows []struct {
-		ID      string
-		Owner   uint32
-		Profile string
-		State   string
-		Path    dbus.ObjectPath
-	}
-	if err := c.manager().CallWithContext(ctx, ManagerInterface+".ListSandboxes", 0).Store(&rows); err != nil {
+	var rows []sodadapi.SandboxEntry
+	if err := c.manager().CallWithContext(ctx, sodadapi.ManagerInterface+".ListSandboxes", 0).Store(&rows); err != nil {
 		return nil, wrap("list sandboxes", err)
 	}
 	out := make([]Entry, 0, len(rows))
@@ -161,8 +146,8 @@ type Profile struct {
 
 // ListProfiles returns the profiles whose Users=/Groups= include the caller.
 func (c *Client) ListProfiles(ctx context.Context) ([]Profile, error) {
-	var rows []struct{ Name, Description string }
-	if err := c.manager().CallWithContext(ctx, ManagerInterface+".ListProfiles", 0).Store(&rows); err != nil {
+	var rows []sodadapi.ProfileEntry
+	if err := c.manager().CallWithContext(ctx, sodadapi.ManagerInterface+".ListProfiles", 0).Store(&rows); err != nil {
 		return nil, wrap("list profiles", err)
 	}
 	out := make([]Profile, 0, len(rows))
@@ -175,7 +160,7 @@ func (c *Client) ListProfiles(ctx context.Context) ([]Profile, error) {
 // Open returns the sandbox id, if the caller may see it.
 func (c *Client) Open(ctx context.Context, id string) (*Sandbox, error) {
 	var path dbus.ObjectPath
-	if err := c.manager().CallWithContext(ctx, ManagerInterface+".GetSandbox", 0, id).Store(&path); err != nil {
+	if err := c.manager().CallWithContext(ctx, sodadapi.ManagerInterface+".GetSandbox", 0, id).Store(&path); err != nil {
 		return nil, wrap("look up sandbox "+id, err)
 	}
 	return &Sandbox{c: c, ID: id, Path: path}, nil
@@ -183,7 +168,7 @@ func (c *Client) Open(ctx context.Context, id string) (*Sandbox, error) {
 
 // Version returns sodad's version (the Manager's Version property).
 func (c *Client) Version(ctx context.Context) (string, error) {
-	v, err := c.manager().GetProperty(ManagerInterface + ".Version")
+	v, err := c.manager().GetProperty(sodadapi.ManagerInterface + ".Version")
 	if err != nil {
 		return "", wrap("read sodad's version", err)
 	}

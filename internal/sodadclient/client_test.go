@@ -2,6 +2,7 @@ package sodadclient_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
 
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/sodadclient"
 	"github.com/soda-project/soda/internal/sodadclient/sodadtest"
 )
@@ -185,12 +187,12 @@ func TestErrors(t *testing.T) {
 	c := client(t, addr)
 
 	_, err := c.Create(ctx(t), sodadclient.Request{Profile: "nosuch", Argv: []string{"true"}})
-	if sodadclient.ErrorName(err) != sodadclient.ErrorPrefix+"NoSuchProfile" ||
+	if sodadclient.ErrorName(err) != sodadapi.ErrorNoSuchProfile || !errors.Is(err, sodadclient.ErrNoSuchProfile) ||
 		!strings.Contains(err.Error(), "create a sandbox from profile nosuch: no profile nosuch") ||
 		!strings.Contains(err.Error(), "'sodactl sandbox profiles' lists the profiles you may use") {
 		t.Errorf("unknown profile: %v", err)
 	}
-	if _, err := c.Open(ctx(t), "gone"); sodadclient.ErrorName(err) != sodadclient.ErrorPrefix+"NoSuchSandbox" || !strings.Contains(err.Error(), "sodactl sandbox list") {
+	if _, err := c.Open(ctx(t), "gone"); sodadclient.ErrorName(err) != sodadapi.ErrorNoSuchSandbox || !errors.Is(err, sodadclient.ErrNoSuchSandbox) || !strings.Contains(err.Error(), "sodactl sandbox list") {
 		t.Errorf("unknown sandbox: %v", err)
 	}
 	sb, err := c.Create(ctx(t), sodadclient.Request{Profile: "dev", Argv: []string{"true"}})
@@ -198,15 +200,15 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	if err := sb.Grant(ctx(t), "nonsense", false, false); sodadclient.ErrorName(err) != sodadclient.ErrorPrefix+"InvalidTarget" || !strings.Contains(err.Error(), "HOST:PORT") {
+	if err := sb.Grant(ctx(t), "nonsense", false, false); sodadclient.ErrorName(err) != sodadapi.ErrorInvalidTarget || !errors.Is(err, sodadclient.ErrInvalidTarget) || !strings.Contains(err.Error(), "HOST:PORT") {
 		t.Errorf("bad target: %v", err)
 	}
 
-	fake2 := &sodadtest.Fake{CreateError: "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"}
+	fake2 := &sodadtest.Fake{CreateError: sodadapi.ErrorInteractiveAuth}
 	addr2 := sodadtest.StartBus(t, false)
 	fake2.Export(t, addr2)
 	_, err = client(t, addr2).Create(ctx(t), sodadclient.Request{Profile: "dev", Argv: []string{"true"}})
-	if !strings.Contains(err.Error(), "run it on a terminal") {
+	if !errors.Is(err, sodadclient.ErrInteractiveAuth) || !strings.Contains(err.Error(), "run it on a terminal") {
 		t.Errorf("interactive authorization: %v", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/soda-project/soda/internal/sodadapi"
 )
 
 // Spec is the request of CreateSandbox (docs/dbus-api.md, its spec
@@ -47,52 +49,16 @@ type Spec struct {
 // RunServer is one entry of Spec.RunMCP: exactly one of Port (a server
 // the caller runs on 127.0.0.1, with its Token), URL (a remote one, with
 // its Headers) or Command (a stdio server the agent starts inside).
-type RunServer struct {
-	Name    string
-	Port    uint16
-	Token   string
-	URL     string
-	Headers map[string]string
-	Command string
-	Args    []string
-	Env     map[string]string
-}
+type RunServer = sodadapi.RunServer
 
 // Mask is a file the sandbox sees with Data as its contents.
-type Mask struct {
-	Path string
-	Data []byte
-}
+type Mask = sodadapi.Mask
 
 // runMCPArg is RunMCP as a(sa{sv}).
-func runMCPArg(rs []RunServer) []struct {
-	Name  string
-	Props map[string]dbus.Variant
-} {
-	out := make([]struct {
-		Name  string
-		Props map[string]dbus.Variant
-	}, len(rs))
+func runMCPArg(rs []RunServer) []sodadapi.RunServerEntry {
+	out := make([]sodadapi.RunServerEntry, len(rs))
 	for i, r := range rs {
-		p := map[string]dbus.Variant{}
-		if r.Port != 0 {
-			p["Port"] = dbus.MakeVariant(r.Port)
-		}
-		for k, v := range map[string]string{"Token": r.Token, "URL": r.URL, "Command": r.Command} {
-			if v != "" {
-				p[k] = dbus.MakeVariant(v)
-			}
-		}
-		if r.Args != nil {
-			p["Args"] = dbus.MakeVariant(r.Args)
-		}
-		if r.Headers != nil {
-			p["Headers"] = dbus.MakeVariant(r.Headers)
-		}
-		if r.Env != nil {
-			p["Env"] = dbus.MakeVariant(r.Env)
-		}
-		out[i].Name, out[i].Props = r.Name, p
+		out[i] = r.Entry()
 	}
 	return out
 }
@@ -134,14 +100,7 @@ func (s Spec) dict(tty bool) map[string]dbus.Variant {
 		d["RunMCP"] = dbus.MakeVariant(runMCPArg(s.RunMCP))
 	}
 	if len(s.Masks) > 0 {
-		masks := make([]struct {
-			Path string
-			Data []byte
-		}, len(s.Masks))
-		for i, m := range s.Masks {
-			masks[i].Path, masks[i].Data = m.Path, m.Data
-		}
-		d["Masks"] = dbus.MakeVariant(masks)
+		d["Masks"] = dbus.MakeVariant(s.Masks)
 	}
 	return d
 }
@@ -225,7 +184,7 @@ func (c *Client) Create(ctx context.Context, req Request) (*Sandbox, error) {
 	}
 	var id string
 	var path dbus.ObjectPath
-	call := c.manager().CallWithContext(ctx, ManagerInterface+".CreateSandbox", 0,
+	call := c.manager().CallWithContext(ctx, sodadapi.ManagerInterface+".CreateSandbox", 0,
 		req.Profile, req.Argv, req.Spec.dict(req.Stdio.TTY != nil), fdsArg(fds), options(req.Interactive))
 	if err := call.Store(&id, &path); err != nil {
 		sb.Close()
@@ -238,10 +197,10 @@ func (c *Client) Create(ctx context.Context, req Request) (*Sandbox, error) {
 // watch subscribes to SandboxExited and to sodad leaving the bus.
 func (sb *Sandbox) watch(ctx context.Context) error {
 	conn := sb.c.conn
-	exited := []dbus.MatchOption{dbus.WithMatchSender(BusName), dbus.WithMatchObjectPath(ManagerPath),
-		dbus.WithMatchInterface(ManagerInterface), dbus.WithMatchMember("SandboxExited")}
+	exited := []dbus.MatchOption{dbus.WithMatchSender(sodadapi.BusName), dbus.WithMatchObjectPath(sodadapi.ManagerPath),
+		dbus.WithMatchInterface(sodadapi.ManagerInterface), dbus.WithMatchMember("SandboxExited")}
 	gone := []dbus.MatchOption{dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
-		dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, BusName)}
+		dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, sodadapi.BusName)}
 	if err := conn.AddMatchSignalContext(ctx, exited...); err != nil {
 		return fmt.Errorf("watch sodad's SandboxExited signal: %w", err)
 	}
@@ -267,7 +226,7 @@ func (sb *Sandbox) Close() {
 	}
 }
 
-func (sb *Sandbox) object() dbus.BusObject { return sb.c.conn.Object(BusName, sb.Path) }
+func (sb *Sandbox) object() dbus.BusObject { return sb.c.conn.Object(sodadapi.BusName, sb.Path) }
 
 // Exit is how a sandbox's command ended.
 type Exit struct {
@@ -315,7 +274,7 @@ func (sb *Sandbox) Wait(ctx context.Context) (Exit, error) {
 				return Exit{Status: -1}, fmt.Errorf("wait for sandbox %s: the bus connection closed", sb.ID)
 			}
 			switch s.Name {
-			case ManagerInterface + ".SandboxExited":
+			case sodadapi.ManagerInterface + ".SandboxExited":
 				var id, result string
 				var path dbus.ObjectPath
 				var status int32
@@ -324,7 +283,7 @@ func (sb *Sandbox) Wait(ctx context.Context) (Exit, error) {
 				}
 			case "org.freedesktop.DBus.NameOwnerChanged":
 				var name, old, owner string
-				if dbus.Store(s.Body, &name, &old, &owner) != nil || name != BusName {
+				if dbus.Store(s.Body, &name, &old, &owner) != nil || name != sodadapi.BusName {
 					continue
 				}
 				if owner == "" {
@@ -441,7 +400,7 @@ func (sb *Sandbox) ExecWith(ctx context.Context, argv []string, o ExecOptions, s
 	})
 	defer stopWatch()
 	var res map[string]dbus.Variant
-	if err := sb.object().CallWithContext(callCtx, SandboxInterface+".ExecEx", 0, argv, opts, fdsArg(fds)).Store(&res); err != nil {
+	if err := sb.object().CallWithContext(callCtx, sodadapi.SandboxInterface+".ExecEx", 0, argv, opts, fdsArg(fds)).Store(&res); err != nil {
 		if ctx.Err() != nil {
 			return ExecStatus{}, fmt.Errorf("exec %s in sandbox %s: %w (and sodad did not answer within %s of the cancel)", argv[0], sb.ID, ctx.Err(), cancelGrace)
 		}
@@ -496,7 +455,7 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, dir string, timeout 
 	opts := execOptions(dir, timeout)
 	var st ExecStatus
 	var code int32
-	err = sb.object().CallWithContext(ctx, SandboxInterface+".Exec", 0, argv, opts, fdsArg(fds)).Store(&code, &st.Signal, &st.TimedOut)
+	err = sb.object().CallWithContext(ctx, sodadapi.SandboxInterface+".Exec", 0, argv, opts, fdsArg(fds)).Store(&code, &st.Signal, &st.TimedOut)
 	if err != nil {
 		return ExecStatus{}, wrap(fmt.Sprintf("exec %s in sandbox %s", argv[0], sb.ID), err)
 	}
@@ -506,7 +465,7 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, dir string, timeout 
 
 // Kill sends sig (1 to 64) to the sandbox's command.
 func (sb *Sandbox) Kill(ctx context.Context, sig int32, interactive bool) error {
-	err := sb.object().CallWithContext(ctx, SandboxInterface+".Kill", 0, sig, options(interactive)).Err
+	err := sb.object().CallWithContext(ctx, sodadapi.SandboxInterface+".Kill", 0, sig, options(interactive)).Err
 	return wrap(fmt.Sprintf("send signal %d to sandbox %s", sig, sb.ID), err)
 }
 
@@ -517,13 +476,13 @@ func (sb *Sandbox) Grant(ctx context.Context, target string, private, interactiv
 	if private {
 		o["private"] = dbus.MakeVariant(true)
 	}
-	err := sb.object().CallWithContext(ctx, SandboxInterface+".Grant", 0, target, o).Err
+	err := sb.object().CallWithContext(ctx, sodadapi.SandboxInterface+".Grant", 0, target, o).Err
 	return wrap(fmt.Sprintf("grant %s to sandbox %s", target, sb.ID), err)
 }
 
 // Revoke removes target from the live allow-list.
 func (sb *Sandbox) Revoke(ctx context.Context, target string, interactive bool) error {
-	err := sb.object().CallWithContext(ctx, SandboxInterface+".Revoke", 0, target, options(interactive)).Err
+	err := sb.object().CallWithContext(ctx, sodadapi.SandboxInterface+".Revoke", 0, target, options(interactive)).Err
 	return wrap(fmt.Sprintf("revoke %s from sandbox %s", target, sb.ID), err)
 }
 
@@ -535,7 +494,7 @@ const MaxAuditRecords = 1000
 func (sb *Sandbox) ReadAudit(ctx context.Context, cursor uint64, max uint32) ([]string, uint64, error) {
 	var recs []string
 	var next uint64
-	err := sb.object().CallWithContext(ctx, SandboxInterface+".ReadAudit", 0, cursor, max, options(false)).Store(&recs, &next)
+	err := sb.object().CallWithContext(ctx, sodadapi.SandboxInterface+".ReadAudit", 0, cursor, max, options(false)).Store(&recs, &next)
 	if err != nil {
 		return nil, cursor, wrap(fmt.Sprintf("read the audit of sandbox %s", sb.ID), err)
 	}
@@ -611,7 +570,7 @@ func (p Properties) Exited() bool { return p.State == "exited" || p.State == "fa
 // Properties reads the sandbox's properties (Properties.GetAll).
 func (sb *Sandbox) Properties(ctx context.Context) (Properties, error) {
 	var all map[string]dbus.Variant
-	err := sb.object().CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0, SandboxInterface).Store(&all)
+	err := sb.object().CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0, sodadapi.SandboxInterface).Store(&all)
 	if err != nil {
 		return Properties{}, wrap(fmt.Sprintf("read the properties of sandbox %s", sb.ID), err)
 	}

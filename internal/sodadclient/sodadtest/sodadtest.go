@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/dbustest"
+	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/sodadclient"
 )
 
@@ -29,7 +30,7 @@ import (
 func StartBus(t testing.TB, activatable bool) string {
 	t.Helper()
 	if activatable {
-		return dbustest.PrivateBus(t, sodadclient.BusName)
+		return dbustest.PrivateBus(t, sodadapi.BusName)
 	}
 	return dbustest.PrivateBus(t)
 }
@@ -134,26 +135,26 @@ func (f *Fake) Export(t testing.TB, addr string) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	f.conn, f.boxes, f.created = conn, map[string]*box{}, make(chan struct{}, 16)
-	if err := conn.Export((*manager)(f), sodadclient.ManagerPath, sodadclient.ManagerInterface); err != nil {
+	if err := conn.Export((*manager)(f), sodadapi.ManagerPath, sodadapi.ManagerInterface); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := conn.RequestName(sodadclient.BusName, dbus.NameFlagDoNotQueue); err != nil || r != dbus.RequestNameReplyPrimaryOwner {
-		t.Fatalf("own %s on the private bus: %v %v", sodadclient.BusName, r, err)
+	if r, err := conn.RequestName(sodadapi.BusName, dbus.NameFlagDoNotQueue); err != nil || r != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("own %s on the private bus: %v %v", sodadapi.BusName, r, err)
 	}
 }
 
 // Leave gives up sodad's name, as a sodad that crashed.
 func (f *Fake) Leave() error {
-	_, err := f.conn.ReleaseName(sodadclient.BusName)
+	_, err := f.conn.ReleaseName(sodadapi.BusName)
 	return err
 }
 
 // Return owns sodad's name again, with the same sandboxes: a successor
 // that adopted them.
 func (f *Fake) Return() error {
-	r, err := f.conn.RequestName(sodadclient.BusName, dbus.NameFlagDoNotQueue)
+	r, err := f.conn.RequestName(sodadapi.BusName, dbus.NameFlagDoNotQueue)
 	if err == nil && r != dbus.RequestNameReplyPrimaryOwner {
-		err = fmt.Errorf("request %s: reply %d", sodadclient.BusName, r)
+		err = fmt.Errorf("request %s: reply %d", sodadapi.BusName, r)
 	}
 	return err
 }
@@ -191,7 +192,7 @@ func (m *manager) CreateSandbox(profile string, argv []string, spec map[string]d
 	for k, v := range fdv {
 		fd, ok := v.Value().(dbus.UnixFD)
 		if !ok {
-			return "", "", dbusErr(sodadclient.ErrorPrefix+"InvalidFd", "fds %s holds %s, not a file descriptor", k, v.Signature())
+			return "", "", dbusErr(sodadapi.ErrorInvalidFd, "fds %s holds %s, not a file descriptor", k, v.Signature())
 		}
 		fds[k] = fd
 	}
@@ -199,7 +200,7 @@ func (m *manager) CreateSandbox(profile string, argv []string, spec map[string]d
 	for k, fd := range fds {
 		var st unix.Stat_t
 		if err := unix.Fstat(int(fd), &st); err != nil {
-			return "", "", dbusErr(sodadclient.ErrorPrefix+"InvalidFd", "fd %s: %v", k, err)
+			return "", "", dbusErr(sodadapi.ErrorInvalidFd, "fd %s: %v", k, err)
 		}
 		fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 		c.FDs[k] = FD{Dev: uint64(st.Dev), Ino: st.Ino, Mode: uint32(st.Mode), Flags: fl & unix.O_ACCMODE, Terminal: isTerminal(int(fd))}
@@ -230,20 +231,20 @@ func (m *manager) CreateSandbox(profile string, argv []string, spec map[string]d
 		known = known || p.Name == profile
 	}
 	if !known {
-		return "", "", dbusErr(sodadclient.ErrorPrefix+"NoSuchProfile", "no profile %s", profile)
+		return "", "", dbusErr(sodadapi.ErrorNoSuchProfile, "no profile %s", profile)
 	}
 	if out >= 0 && f.Output != "" {
 		if _, err := unix.Write(out, []byte(f.Output)); err != nil {
-			return "", "", dbusErr(sodadclient.ErrorPrefix+"InvalidFd", "write to the command's output: %v", err)
+			return "", "", dbusErr(sodadapi.ErrorInvalidFd, "write to the command's output: %v", err)
 		}
 	}
 	f.mu.Lock()
 	f.n++
 	id := fmt.Sprintf("%s-%d", profile, f.n)
-	b := &box{f: f, id: id, path: sodadclient.ManagerPath + "/sandbox/" + dbus.ObjectPath(strings.ReplaceAll(id, "-", "_2d")), state: "running", status: -1}
+	b := &box{f: f, id: id, path: sodadapi.ManagerPath + "/sandbox/" + dbus.ObjectPath(strings.ReplaceAll(id, "-", "_2d")), state: "running", status: -1}
 	f.boxes[id] = b
 	f.mu.Unlock()
-	if err := f.conn.Export((*sandboxObj)(b), b.path, sodadclient.SandboxInterface); err != nil {
+	if err := f.conn.Export((*sandboxObj)(b), b.path, sodadapi.SandboxInterface); err != nil {
 		return "", "", dbusErr("org.freedesktop.DBus.Error.Failed", "%v", err)
 	}
 	if err := f.conn.Export((*props)(b), b.path, "org.freedesktop.DBus.Properties"); err != nil {
@@ -265,7 +266,7 @@ func (m *manager) GetSandbox(id string) (dbus.ObjectPath, *dbus.Error) {
 	defer f.mu.Unlock()
 	b, ok := f.boxes[id]
 	if !ok {
-		return "", dbusErr(sodadclient.ErrorPrefix+"NoSuchSandbox", "no sandbox %s", id)
+		return "", dbusErr(sodadapi.ErrorNoSuchSandbox, "no sandbox %s", id)
 	}
 	return b.path, nil
 }
@@ -311,7 +312,7 @@ func (b *box) exit(result string, status int32) {
 		b.f.tty = 0
 	}
 	b.f.mu.Unlock()
-	_ = b.f.conn.Emit(sodadclient.ManagerPath, sodadclient.ManagerInterface+".SandboxExited", b.id, b.path, result, status)
+	_ = b.f.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxExited", b.id, b.path, result, status)
 }
 
 // sandboxObj is the Sandbox interface of one box.
@@ -338,7 +339,7 @@ func (s *sandboxObj) Kill(sig int32, opts map[string]dbus.Variant) *dbus.Error {
 func (s *sandboxObj) Grant(target string, opts map[string]dbus.Variant) *dbus.Error {
 	s.record(Call{Method: "Grant", Target: target, Options: opts})
 	if !strings.Contains(target, ":") {
-		return dbusErr(sodadclient.ErrorPrefix+"InvalidTarget", "target %q is not HOST:PORT or mcp:NAME", target)
+		return dbusErr(sodadapi.ErrorInvalidTarget, "target %q is not HOST:PORT or mcp:NAME", target)
 	}
 	s.f.mu.Lock()
 	s.allow = append(s.allow, target)
@@ -366,7 +367,7 @@ func (s *sandboxObj) ReadAudit(cursor uint64, max uint32, opts map[string]dbus.V
 type props box
 
 func (p *props) GetAll(iface string) (map[string]dbus.Variant, *dbus.Error) {
-	if iface != sodadclient.SandboxInterface {
+	if iface != sodadapi.SandboxInterface {
 		return nil, dbusErr("org.freedesktop.DBus.Error.UnknownInterface", "no interface %s", iface)
 	}
 	p.f.mu.Lock()
