@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"context"
@@ -167,7 +167,7 @@ func newCgroupPlacer(prefix string, limits Limits, parent Parent) (*cgroupPlacer
 	if err := parent.check(prefix); err != nil {
 		return nil, err
 	}
-	mount, err := cgroup2Mount()
+	mount, err := Cgroup2Mount()
 	if err != nil {
 		return nil, err
 	}
@@ -284,8 +284,11 @@ func (g *cgroupGroup) Started(_ context.Context, pid int) error {
 
 func (g *cgroupGroup) String() string { return "cgroup " + g.path }
 
-// cgroupDir is the group's directory, for the supervisor and the ledger.
-func (g *cgroupGroup) cgroupDir() string { return g.path }
+// CgroupDir is the group's directory, for the supervisor and the ledger.
+func (g *cgroupGroup) CgroupDir() string { return g.path }
+
+// OwnsDir reports true: the placer made the directory, Release removes it.
+func (g *cgroupGroup) OwnsDir() bool { return true }
 
 func (g *cgroupGroup) Signal(sig syscall.Signal) error {
 	procs, err := g.m.Procs(true)
@@ -327,9 +330,9 @@ func (g *cgroupGroup) Release() error {
 	return fmt.Errorf("remove %s: %w", g.path, err)
 }
 
-// cgroup2Mount finds the cgroup v2 mount point (/sys/fs/cgroup on unified
+// Cgroup2Mount finds the cgroup v2 mount point (/sys/fs/cgroup on unified
 // hosts, /sys/fs/cgroup/unified on hybrid ones).
-func cgroup2Mount() (string, error) {
+func Cgroup2Mount() (string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return "", fmt.Errorf("read mountinfo: %w", err)

@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"context"
@@ -159,7 +159,7 @@ func (p *cgroup1Placer) wanted() []cgroup1.Name {
 // is not writable. Unlike newCgroupPlacer it makes no probe directory:
 // access(2) tells, cheaper. It fails only when it cannot make the parent.
 func killOnlyV2(prefix string, parent Parent) (*cgroupPlacer, error) {
-	mount, err := cgroup2Mount()
+	mount, err := Cgroup2Mount()
 	if err != nil {
 		return nil, nil
 	}

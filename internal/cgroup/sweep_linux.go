@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 )
 
 // Ownership of cgroup directories an engine makes itself (no systemd:
-// the cgroup v2 directory and the v1 ones, cgroup1_linux.go). As for
+// the cgroup v2 directory and the v1 ones, v1_linux.go). As for
 // scopes (scopelock_linux.go), the owner of a group holds an exclusive
 // flock on LOCKDIR/NAME.lock from before it makes the group's first
 // directory until it has removed the last. The kernel drops the lock when
