@@ -13,6 +13,11 @@
 // every placer that names it, under one collective limit. LimitEventsOf
 // reads how often a group's limits struck.
 //
+// Where the cgroup file systems are is read from /proc/self/mountinfo
+// in one place (readMounts, mountinfo_linux.go), whatever asks: the v2
+// tree, the v1 hierarchies, systemd's view of them, a process's limit
+// counters, the sweep.
+//
 // Owners mark their groups with locks (a scope's, LockGroup for the
 // directories an engine makes itself) that the kernel drops when they
 // die; ScopePlacer.SweepLeftovers stops the scopes whose owner is gone,

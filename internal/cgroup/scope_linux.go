@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -833,22 +832,17 @@ var cgroupV1Options = []string{"rw", "ro", "xattr", "noprefix", "clone_children"
 
 // ownCgroupFS reads this process's cgroup mounts.
 func ownCgroupFS() (cgroupFS, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := readMounts()
 	if err != nil {
-		return cgroupFS{}, fmt.Errorf("read mountinfo: %w", err)
+		return cgroupFS{}, err
 	}
-	defer f.Close()
-	return readCgroupFS(f)
+	return ms.fs()
 }
 
-// readCgroupFS reads the cgroup mounts from mountinfo r.
-func readCgroupFS(r io.Reader) (cgroupFS, error) {
+// fs describes the hierarchies of ms.
+func (ms cgroupMounts) fs() (cgroupFS, error) {
 	var fs cgroupFS
-	mounts, err := cgroupMounts(r)
-	if err != nil {
-		return fs, err
-	}
-	for _, m := range mounts {
+	for _, m := range ms {
 		switch m.FSType {
 		case "cgroup2":
 			if fs.unified == "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -78,18 +77,14 @@ func newCgroup1Placer(prefix string, limits Limits, parent Parent) (*cgroup1Plac
 	}
 	p := &cgroup1Placer{mounts: map[cgroup1.Name]string{}, own: map[cgroup1.Name]string{}, base: map[cgroup1.Name]string{},
 		prefix: prefix, limits: limits}
-	if p.v2, err = killOnlyV2(prefix, parent); err != nil {
-		return nil, err
-	}
-	mi, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	mounts, err := v1Mounts(mi)
-	mi.Close()
+	ms, err := readMounts()
 	if err != nil {
 		return nil, err
 	}
+	if p.v2, err = killOnlyV2(ms, prefix, parent); err != nil {
+		return nil, err
+	}
+	mounts := ms.v1()
 	for _, c := range p.wanted() {
 		m, ok := mounts[string(c)]
 		if _, in := own[string(c)]; !ok || !in {
@@ -154,12 +149,12 @@ func (p *cgroup1Placer) wanted() []cgroup1.Name {
 	return out
 }
 
-// killOnlyV2 returns a placer of v2 directories with no controllers, to
+// killOnlyV2 returns a placer of v2 directories (in the v2 tree of ms) with no controllers, to
 // clone into and kill by (in parent, if named), or nil when the v2 tree
 // is not writable. Unlike newCgroupPlacer it makes no probe directory:
 // access(2) tells, cheaper. It fails only when it cannot make the parent.
-func killOnlyV2(prefix string, parent Parent) (*cgroupPlacer, error) {
-	mount, err := Cgroup2Mount()
+func killOnlyV2(ms cgroupMounts, prefix string, parent Parent) (*cgroupPlacer, error) {
+	mount, err := ms.cgroup2()
 	if err != nil {
 		return nil, nil
 	}
@@ -183,30 +178,6 @@ func killOnlyV2(prefix string, parent Parent) (*cgroupPlacer, error) {
 		p.base = filepath.Join(own, parent.Name)
 	}
 	return p, nil
-}
-
-// v1Mount is where a v1 hierarchy is mounted and which of its cgroups is
-// the mount's root.
-type v1Mount struct{ mount, root string }
-
-// v1Mounts maps each v1 controller to its mount, from mountinfo r.
-func v1Mounts(r io.Reader) (map[string]v1Mount, error) {
-	mounts, err := cgroupMounts(r)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]v1Mount{}
-	for _, m := range mounts {
-		if m.FSType != "cgroup" {
-			continue
-		}
-		for o := range strings.SplitSeq(m.VFSOptions, ",") {
-			if _, seen := out[o]; !seen && o != "" {
-				out[o] = v1Mount{mount: m.Mountpoint, root: m.Root}
-			}
-		}
-	}
-	return out, nil
 }
 
 // cgroup1Root is where the v1 hierarchies are mounted, one directory each

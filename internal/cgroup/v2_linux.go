@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
-	"github.com/moby/sys/mountinfo"
 )
 
 // NewPlacer picks the best isolation the host allows: a cgroup v2 directory
@@ -167,7 +165,11 @@ func newCgroupPlacer(prefix string, limits Limits, parent Parent) (*cgroupPlacer
 	if err := parent.check(prefix); err != nil {
 		return nil, err
 	}
-	mount, err := Cgroup2Mount()
+	mounts, err := readMounts()
+	if err != nil {
+		return nil, err
+	}
+	mount, err := mounts.cgroup2()
 	if err != nil {
 		return nil, err
 	}
@@ -328,41 +330,6 @@ func (g *cgroupGroup) Release() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("remove %s: %w", g.path, err)
-}
-
-// Cgroup2Mount finds the cgroup v2 mount point (/sys/fs/cgroup on unified
-// hosts, /sys/fs/cgroup/unified on hybrid ones).
-func Cgroup2Mount() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", fmt.Errorf("read mountinfo: %w", err)
-	}
-	defer f.Close()
-	return cgroup2MountIn(f)
-}
-
-// cgroup2MountIn finds the first cgroup v2 mount point of mountinfo r.
-func cgroup2MountIn(r io.Reader) (string, error) {
-	mounts, err := cgroupMounts(r)
-	if err != nil {
-		return "", err
-	}
-	for _, m := range mounts {
-		if m.FSType == "cgroup2" {
-			return m.Mountpoint, nil
-		}
-	}
-	return "", errors.New("no cgroup2 file system mounted")
-}
-
-// cgroupMounts lists the cgroup (v1) and cgroup2 mounts of mountinfo r
-// in its order, with the kernel's octal escapes (\040 for a space) undone.
-func cgroupMounts(r io.Reader) ([]*mountinfo.Info, error) {
-	mounts, err := mountinfo.GetMountsFromReader(r, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
-	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	return mounts, nil
 }
 
 // ownCgroup2Path returns this process's cgroup v2 path ("0::/path").
