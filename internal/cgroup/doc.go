@@ -21,8 +21,9 @@
 // Owners mark their groups with locks (a scope's, LockGroup for the
 // directories an engine makes itself) that the kernel drops when they
 // die; ScopePlacer.SweepLeftovers stops the scopes whose owner is gone,
-// and SweepGroups removes the leftover directories of a prefix in every
-// hierarchy mounted.
+// and SweepGroups, the one sweep of directories (v2 groups and v1
+// hierarchies alike), removes the leftovers of a prefix in every
+// hierarchy mounted, at any depth.
 //
 // Placement is Linux-only: it goes through cgroups, systemd over D-Bus
 // and /proc, in _linux.go files. What only describes a group (Limits,

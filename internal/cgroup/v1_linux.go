@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,44 +293,6 @@ func (p *cgroup1Placer) NewGroup(id string) (Group, error) {
 		g.cg = cg
 	}()
 	return g, nil
-}
-
-// Sweep removes the empty directories named PREFIX-* that killed
-// predecessors left in the v1 hierarchies and the v2 tree (see
-// cgroupPlacer.Sweep: a live sibling's directory is never removed).
-func (p *cgroup1Placer) Sweep(log *slog.Logger, minAge time.Duration) []string {
-	var removed []string
-	if p.v2 != nil {
-		removed = p.v2.Sweep(log, minAge)
-	}
-	for c, mount := range p.mounts {
-		dir := filepath.Join(mount, p.base[c])
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			log.Warn("sweep leftover cgroups", "dir", dir, "err", err)
-			continue
-		}
-		for _, e := range ents {
-			if !e.IsDir() || !strings.HasPrefix(e.Name(), p.prefix+"-") {
-				continue
-			}
-			path := filepath.Join(dir, e.Name())
-			info, err := e.Info()
-			if err != nil || time.Since(info.ModTime()) < minAge {
-				continue
-			}
-			if b, err := os.ReadFile(filepath.Join(path, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(b))) > 0 {
-				continue
-			}
-			if err := os.Remove(path); err != nil {
-				log.Debug("leftover cgroup kept", "cgroup", path, "err", err)
-				continue
-			}
-			log.Info("removed a leftover cgroup (its owner was killed)", "cgroup", path, "age", time.Since(info.ModTime()).Round(time.Second))
-			removed = append(removed, path)
-		}
-	}
-	return removed
 }
 
 // cgroup1Group is a child's directories in the v1 hierarchies (and its v2
