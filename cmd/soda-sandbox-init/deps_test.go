@@ -17,6 +17,7 @@ var notInInit = []string{
 	"github.com/soda-project/soda/internal/httpfront",
 	"github.com/soda-project/soda/internal/mcpd",
 	"github.com/soda-project/soda/internal/child",
+	"github.com/soda-project/soda/internal/cgroup",
 	"github.com/modelcontextprotocol/go-sdk",
 	"github.com/godbus/dbus",
 	"github.com/coreos/go-systemd",

@@ -1,11 +1,6 @@
 package child
 
-import (
-	"context"
-	"os/exec"
-	"syscall"
-	"time"
-)
+import "time"
 
 // Spec describes a child to start.
 type Spec struct {
@@ -38,35 +33,3 @@ type Grace struct {
 
 // DefaultGrace is the shutdown timing used unless configured otherwise.
 var DefaultGrace = Grace{AfterStdinClose: 2 * time.Second, AfterTerm: 3 * time.Second}
-
-// Group is where a child's processes live: a cgroup or a process group.
-type Group interface {
-	// Prepare sets up cmd so the child starts inside the group.
-	Prepare(cmd *exec.Cmd) error
-	// Started is called once the child has a pid. A group that places the
-	// child after the fork (through a gate) does so here and releases the
-	// gate; on error, Start kills the child and releases the group.
-	Started(ctx context.Context, pid int) error
-	// Signal sends sig to every process in the group.
-	Signal(sig syscall.Signal) error
-	// Kill kills every process in the group and waits until it is empty.
-	Kill(ctx context.Context) error
-	// Release frees the group's resources (the cgroup directory).
-	Release() error
-	// Count reports how many processes the group still holds.
-	Count() int
-	// String names the group for logs.
-	String() string
-}
-
-// Placer creates a Group for each new child.
-type Placer interface {
-	// NewGroup creates the group for a child identified by id.
-	NewGroup(id string) (Group, error)
-	// Mode names the isolation: "systemd-scope", "cgroup", "cgroup-v1" or
-	// "process-group".
-	Mode() string
-	// Unenforced lists the configured limits (MemoryMax, TasksMax,
-	// CPUWeight, CPUQuota) that this placer cannot enforce.
-	Unenforced() []string
-}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/soda-project/soda/internal/cgroup"
 )
 
 // Process is a running child.
@@ -26,7 +28,7 @@ type Process struct {
 	cmd    *exec.Cmd   // unsupervised: the child itself
 	sup    *supervised // supervised: the supervisor
 	pid    int
-	group  Group
+	group  cgroup.Group
 	log    *slog.Logger
 	ledger *Ledger
 	id     string
@@ -60,7 +62,7 @@ func childEnv(extra []string) []string {
 
 // Start starts spec inside a new group from placer. The caller must call
 // Stop, which reaps the child and everything it spawned.
-func Start(ctx context.Context, log *slog.Logger, placer Placer, id string, spec Spec) (*Process, error) {
+func Start(ctx context.Context, log *slog.Logger, placer cgroup.Placer, id string, spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("start child: empty command")
 	}
@@ -162,9 +164,8 @@ func Start(ctx context.Context, log *slog.Logger, placer Placer, id string, spec
 		return nil, fmt.Errorf("place %s in %s: %w", spec.Argv[0], group.String(), err)
 	}
 	if p.sup != nil {
-		if d, ok := group.(interface{ cgroupDir() string }); ok && d.cgroupDir() != "" {
-			_, own := group.(*cgroupGroup)
-			p.sup.tell(supMsg{Cgroup: d.cgroupDir(), Remove: own})
+		if d, ok := group.(cgroup.DirGroup); ok && d.CgroupDir() != "" {
+			p.sup.tell(supMsg{Cgroup: d.CgroupDir(), Remove: d.OwnsDir()})
 		}
 		go func() {
 			p.waitErr = p.sup.wait()
@@ -194,7 +195,7 @@ func closeAll(fs ...*os.File) {
 func (p *Process) Pid() int { return p.pid }
 
 // Group returns the group the child runs in.
-func (p *Process) Group() Group { return p.group }
+func (p *Process) Group() cgroup.Group { return p.group }
 
 // Exited is closed when the child process (not its descendants) has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }

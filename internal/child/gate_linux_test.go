@@ -14,7 +14,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/internal/cgroup"
 )
+
+// gateArg0 is the gate's argv[0] (internal/cgroup, gate_linux.go).
+const gateArg0 = "soda-child-gate"
 
 // gatedPlacer gives each child a process group behind a gate that the test
 // opens (or abandons) by hand, to test the gate without systemd.
@@ -29,20 +34,25 @@ func (p *gatedPlacer) Mode() string { return "test-gate" }
 
 func (p *gatedPlacer) Unenforced() []string { return nil }
 
-func (p *gatedPlacer) NewGroup(string) (Group, error) {
-	g := &gatedGroup{p: p}
+func (p *gatedPlacer) NewGroup(string) (cgroup.Group, error) {
+	pg, err := cgroup.NewProcessGroupPlacer().NewGroup("")
+	if err != nil {
+		return nil, err
+	}
+	g := &gatedGroup{Group: pg, p: p}
 	p.groups <- g
 	return g, nil
 }
 
 type gatedGroup struct {
-	processGroup
-	p    *gatedPlacer
-	gate gate
+	cgroup.Group // a process group
+	p            *gatedPlacer
+	gate         cgroup.Gate
+	pgid         int // the process group's, once Started
 }
 
 func (g *gatedGroup) Prepare(cmd *exec.Cmd) error {
-	if err := g.gate.wrap(cmd); err != nil {
+	if err := g.gate.Wrap(cmd); err != nil {
 		return err
 	}
 	if g.p.replacePath != "" {
@@ -55,18 +65,19 @@ func (g *gatedGroup) Prepare(cmd *exec.Cmd) error {
 }
 
 func (g *gatedGroup) Started(ctx context.Context, pid int) error {
-	g.gate.started()
-	if err := g.processGroup.Started(ctx, pid); err != nil {
+	g.gate.Started()
+	if err := g.Group.Started(ctx, pid); err != nil {
 		return err
 	}
+	g.pgid = pid
 	if g.p.startErr != nil {
 		return g.p.startErr
 	}
-	return g.gate.waitReady(time.Now().Add(10 * time.Second))
+	return g.gate.WaitReady(time.Now().Add(10 * time.Second))
 }
 
 func (g *gatedGroup) Release() error {
-	g.gate.close()
+	g.gate.Close()
 	return nil
 }
 
@@ -145,7 +156,7 @@ func testGateExecsAfterOpen(t *testing.T, supervise bool) {
 		t.Fatalf("gate exited before it was opened: %s", proc.ExitStatus())
 	default:
 	}
-	if err := g.gate.open(); err != nil {
+	if err := g.gate.Open(); err != nil {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(proc.Stdout).ReadString('\n')
@@ -168,7 +179,7 @@ func TestGateParentGone(t *testing.T) {
 	p := &gatedPlacer{}
 	proc, g := startGated(t, p, Spec{Argv: []string{"touch", marker}})
 	defer proc.Stop(Grace{})
-	g.gate.close()
+	g.gate.Close()
 	waitExit(t, proc)
 	if code := exitCode(proc); code != GateExitCode {
 		t.Errorf("gate exit %s, want %d", proc.ExitStatus(), GateExitCode)
@@ -187,7 +198,7 @@ func TestGateExecFailure(t *testing.T) {
 	p := &gatedPlacer{replacePath: "/nonexistent/soda-test-cmd"}
 	proc, g := startGated(t, p, Spec{Argv: []string{"true"}})
 	defer proc.Stop(Grace{})
-	if err := g.gate.open(); err != nil {
+	if err := g.gate.Open(); err != nil {
 		t.Fatal(err)
 	}
 	waitExit(t, proc)
@@ -234,23 +245,5 @@ func TestStartGateNeverReady(t *testing.T) {
 	_, err := Start(context.Background(), testLogger(t), p, "gatetest", Spec{Argv: []string{"true"}})
 	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") {
 		t.Fatalf("Start error %v, want the gate's early exit", err)
-	}
-}
-
-func TestGateStripEnv(t *testing.T) {
-	got := gateStripEnv([]string{"A=1", "SODA_CHILD_GATE=1", "SODA_CHILD_GATEWAY=x", "B=2"})
-	if want := "A=1 SODA_CHILD_GATEWAY=x B=2"; strings.Join(got, " ") != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
-func TestIsGateNeedsBothMarkers(t *testing.T) {
-	// This process has neither marker.
-	if IsGate() {
-		t.Fatal("test process reports being a gate")
-	}
-	t.Setenv(gateEnv, "1")
-	if IsGate() {
-		t.Error("the environment marker alone made this process a gate")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/soda-project/soda/internal/cgroup"
 )
 
 // ledgerRecord is one child's record.
@@ -67,11 +69,11 @@ func (l *Ledger) add(p *Process) error {
 	if st, err := readProcStat(p.pid); err == nil {
 		r.PidStart = st.startTime
 	}
-	if d, ok := p.group.(interface{ cgroupDir() string }); ok {
-		r.Cgroup = d.cgroupDir()
+	if d, ok := p.group.(cgroup.DirGroup); ok {
+		r.Cgroup = d.CgroupDir()
 	}
-	if g, ok := p.group.(*scopeGroup); ok {
-		r.Unit = g.unit
+	if g, ok := p.group.(cgroup.HandoverGroup); ok { // a scope
+		r.Unit = g.Unit()
 	}
 	if p.sup != nil {
 		r.SupPid = p.sup.cmd.Process.Pid
@@ -119,7 +121,7 @@ func sameProcess(pid int, start uint64) bool {
 // owner (another instance sharing the directory) are left alone. scopes,
 // if not nil, stops recorded transient scopes (systemd placer). It returns
 // how many processes it killed.
-func (l *Ledger) Recover(ctx context.Context, log *slog.Logger, scopes *ScopePlacer) (int, error) {
+func (l *Ledger) Recover(ctx context.Context, log *slog.Logger, scopes *cgroup.ScopePlacer) (int, error) {
 	ents, err := os.ReadDir(l.dir)
 	if err != nil {
 		return 0, fmt.Errorf("read child ledger %s: %w", l.dir, err)
@@ -173,7 +175,7 @@ func (l *Ledger) Recover(ctx context.Context, log *slog.Logger, scopes *ScopePla
 }
 
 // recoverRecord kills what is left of one recorded child.
-func recoverRecord(ctx context.Context, r ledgerRecord, scopes *ScopePlacer) (int, error) {
+func recoverRecord(ctx context.Context, r ledgerRecord, scopes *cgroup.ScopePlacer) (int, error) {
 	killed := map[int]bool{}
 	kill := func(pid int) {
 		if pid > 0 && pid != os.Getpid() && syscall.Kill(pid, syscall.SIGKILL) == nil {
@@ -220,7 +222,7 @@ func recoverRecord(ctx context.Context, r ledgerRecord, scopes *ScopePlacer) (in
 	}
 	var errs []error
 	if r.Unit != "" && scopes != nil {
-		if err := scopes.stopUnit(ctx, r.Unit); err != nil {
+		if err := scopes.StopUnit(ctx, r.Unit); err != nil {
 			errs = append(errs, err)
 		}
 	} else if r.Cgroup != "" && r.Unit == "" {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/cgroup"
 )
 
 // The supervisor keeps the guarantee that nothing of a child outlives its
@@ -634,7 +636,7 @@ func (s *supervised) wait() error {
 
 // stop closes the control socket, which makes the supervisor kill what is
 // left of the child's group, and waits for it to exit.
-func (s *supervised) stop(Group) {
+func (s *supervised) stop(cgroup.Group) {
 	s.ctl.Close()
 	done := make(chan struct{})
 	go func() {

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/internal/cgroup"
 )
 
 // fakeParentEnv makes the test binary a stand-in for soda-mcpd: it starts
@@ -43,18 +45,18 @@ func fakeParent() int {
 		return 1
 	}
 	n, _ := strconv.Atoi(os.Getenv("SODA_CHILD_TEST_N"))
-	var placer Placer = NewProcessGroupPlacer()
+	var placer cgroup.Placer = cgroup.NewProcessGroupPlacer()
 	switch os.Getenv("SODA_CHILD_TEST_MODE") {
 	case "process-group":
 	case "scope":
-		p, err := NewSystemdPlacer(context.Background(), log, "soda-suptest", DefaultSlice, Limits{TasksMax: 8})
+		p, err := cgroup.NewSystemdPlacer(context.Background(), log, "soda-suptest", cgroup.DefaultSlice, cgroup.Limits{TasksMax: 8})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		placer = p
 	default:
-		p, err := NewCgroupPlacer("soda-suptest", Limits{}, Parent{})
+		p, err := cgroup.NewCgroupPlacer("soda-suptest", cgroup.Limits{}, cgroup.Parent{})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -81,8 +83,8 @@ func fakeParent() int {
 		if p.sup != nil {
 			c.SupPid = p.sup.cmd.Process.Pid
 		}
-		if d, ok := p.Group().(interface{ cgroupDir() string }); ok {
-			c.Cgroup = d.cgroupDir()
+		if d, ok := p.Group().(cgroup.DirGroup); ok {
+			c.Cgroup = d.CgroupDir()
 		}
 		_ = enc.Encode(c)
 	}
@@ -122,7 +124,7 @@ func sleepers(marks [3]string) []int {
 
 func requireCgroupPlacer(t *testing.T) {
 	t.Helper()
-	if _, err := NewCgroupPlacer("soda-suptest", Limits{}, Parent{}); err != nil {
+	if _, err := cgroup.NewCgroupPlacer("soda-suptest", cgroup.Limits{}, cgroup.Parent{}); err != nil {
 		t.Skipf("needs a writable cgroup v2 subtree: %v", err)
 	}
 }
@@ -260,7 +262,7 @@ func waitGone(t *testing.T, pid int, what string) {
 func TestSupervisedStdioAndExit(t *testing.T) {
 	ctx := context.Background()
 	log := testLogger(t)
-	placer := NewProcessGroupPlacer()
+	placer := cgroup.NewProcessGroupPlacer()
 
 	t.Run("exit status", func(t *testing.T) {
 		p, err := Start(ctx, log, placer, "sup-exit", Spec{Supervise: true,
@@ -361,12 +363,12 @@ func TestSupervisedLeastPrivilege(t *testing.T) {
 		t.Skip("needs root: the point is what a child of a root soda-mcpd may do")
 	}
 	requireCgroupPlacer(t)
-	mount, err := cgroup2Mount()
+	mount, err := cgroup.Cgroup2Mount()
 	if err != nil {
 		t.Skip(err)
 	}
 	nobody := &Identity{Name: "nobody", UID: 65534, GID: 65534}
-	placer, err := NewCgroupPlacer("soda-suptest", Limits{}, Parent{})
+	placer, err := cgroup.NewCgroupPlacer("soda-suptest", cgroup.Limits{}, cgroup.Parent{})
 	if err != nil {
 		t.Fatal(err)
 	}

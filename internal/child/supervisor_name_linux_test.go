@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/soda-project/soda/internal/cgroup"
 )
 
 // TestSupervisorName: the supervisor shows up as soda-supervisor in ps
 // and in systemd's logs, not as "exe".
 func TestSupervisorName(t *testing.T) {
-	p, err := Start(context.Background(), testLogger(t), NewProcessGroupPlacer(), "sup-name", Spec{Supervise: true, Argv: []string{"cat"}})
+	p, err := Start(context.Background(), testLogger(t), cgroup.NewProcessGroupPlacer(), "sup-name", Spec{Supervise: true, Argv: []string{"cat"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/logevent"
 	"github.com/soda-project/soda/internal/metrics"
@@ -36,7 +37,7 @@ type Options struct {
 	// Spec is the stdio server to start for each session.
 	Spec child.Spec
 	// Placer isolates each child (cgroup or process group).
-	Placer child.Placer
+	Placer cgroup.Placer
 	// Grace is the child shutdown timing.
 	Grace child.Grace
 

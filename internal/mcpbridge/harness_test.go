@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/mcpbridge"
@@ -84,7 +85,7 @@ type harness struct {
 	Bridge *mcpbridge.Bridge
 	Front  *httpfront.Front
 	Logs   *logBuffer
-	Placer child.Placer
+	Placer cgroup.Placer
 	// Metrics is the bridge's registry (harnessOpts.metrics; else nil).
 	Metrics *metrics.Registry
 	client  *http.Client
@@ -132,7 +133,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	placer := child.NewPlacer(log, "soda-test", child.Limits{})
+	placer := cgroup.NewPlacer(log, "soda-test", cgroup.Limits{})
 	var bm *metrics.Bridge
 	var b *mcpbridge.Bridge
 	var reg *metrics.Registry

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/httpfront"
@@ -548,14 +549,14 @@ func absPath(p string) string {
 
 // newPlacer picks how children are isolated: a transient systemd scope each
 // when systemd is the service manager, else a cgroup or process group.
-func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.Placer {
-	limits := child.Limits{
+func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) cgroup.Placer {
+	limits := cgroup.Limits{
 		MemoryMax: cfg.Limits.MemoryMax,
 		TasksMax:  cfg.Limits.TasksMax,
 		CPUWeight: uint64(cfg.Limits.CPUWeight),
 		CPUQuota:  uint64(cfg.Limits.CPUQuotaPercent),
 	}
-	if sp, err := child.NewSystemdPlacer(ctx, log, "soda-mcp-"+cfg.Name, "", limits); err == nil {
+	if sp, err := cgroup.NewSystemdPlacer(ctx, log, "soda-mcp-"+cfg.Name, "", limits); err == nil {
 		// Its RuntimeDirectory= is writable under ProtectSystem=strict.
 		sp.WithLockDir(scopesDir(cfg.Name))
 		// A restart of the service (unlike a stop or a crash) does not
@@ -570,7 +571,7 @@ func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) child.P
 	} else {
 		log.Info("no transient systemd scopes for children", "reason", err.Error())
 	}
-	return child.NewPlacer(log, "soda-mcp-"+cfg.Name, limits)
+	return cgroup.NewPlacer(log, "soda-mcp-"+cfg.Name, limits)
 }
 
 // ledgerDir is where soda-mcpd keeps the records of its live children
@@ -596,7 +597,7 @@ func ledgerDir(name string) string {
 }
 
 // scopesDir is where soda-mcpd keeps the lock files of its children's
-// scopes (child.ScopePlacer.WithLockDir): NAME.scopes next to the ledger.
+// scopes (cgroup.ScopePlacer.WithLockDir): NAME.scopes next to the ledger.
 func scopesDir(name string) string {
 	return strings.TrimSuffix(ledgerDir(name), ".children") + ".scopes"
 }
@@ -612,7 +613,7 @@ func removeRuntimeDirs(log *slog.Logger, ledger *child.Ledger, name string) {
 			log.Warn("child ledger", "err", err)
 		}
 	}
-	if err := child.RemoveLockDir(scopesDir(name)); err != nil {
+	if err := cgroup.RemoveLockDir(scopesDir(name)); err != nil {
 		log.Warn("scope locks", "err", err)
 	}
 }
@@ -621,14 +622,14 @@ func removeRuntimeDirs(log *slog.Logger, ledger *child.Ledger, name string) {
 // what a killed predecessor left (logging each group), before anything is
 // served. Without a ledger soda-mcpd still runs, with a warning: the
 // supervisors alone clean up after a crash.
-func recoverChildren(ctx context.Context, log *slog.Logger, cfg config.Server, placer child.Placer) *child.Ledger {
+func recoverChildren(ctx context.Context, log *slog.Logger, cfg config.Server, placer cgroup.Placer) *child.Ledger {
 	dir := ledgerDir(cfg.Name)
 	ledger, err := child.OpenLedger(dir)
 	if err != nil {
 		log.Warn("no child ledger: what a crash leaves behind is not cleaned up at the next start", "dir", dir, "err", err)
 		return nil
 	}
-	sp, _ := placer.(*child.ScopePlacer)
+	sp, _ := placer.(*cgroup.ScopePlacer)
 	n, err := ledger.Recover(ctx, log, sp)
 	switch {
 	case err != nil:

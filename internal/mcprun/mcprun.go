@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/config"
@@ -51,8 +52,8 @@ type Options struct {
 	StartTimeout time.Duration
 	// ReservedPort is a port no server may listen on (the sandbox proxy's).
 	ReservedPort uint16
-	// Placer isolates the children (nil: child.NewPlacer's choice).
-	Placer child.Placer
+	// Placer isolates the children (nil: cgroup.NewPlacer's choice).
+	Placer cgroup.Placer
 }
 
 // Server is one per-run server that passed its health check.
@@ -155,7 +156,7 @@ func start(ctx context.Context, log *slog.Logger, srv mcpconfig.Server, opts Opt
 	}
 	placer := opts.Placer
 	if placer == nil {
-		placer = child.NewPlacer(log, "soda-run-"+srv.Name, child.Limits{})
+		placer = cgroup.NewPlacer(log, "soda-run-"+srv.Name, cgroup.Limits{})
 	}
 	// The bounds of a soda-mcp@NAME unit with its defaults (config.Defaults).
 	b := config.Defaults(srv.Name).Bridge

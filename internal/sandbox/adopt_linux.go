@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 	"github.com/soda-project/soda/internal/throttle"
 )
@@ -54,7 +54,7 @@ func (sb *Sandbox) State() HandoverState {
 	if sb.proxy != nil {
 		st.Egress = sb.proxy.CurrentPolicy()
 	}
-	if g, ok := sb.group.(child.HandoverGroup); ok {
+	if g, ok := sb.group.(cgroup.HandoverGroup); ok {
 		st.Unit = g.Unit()
 	}
 	if sb.uid != nil {
@@ -87,7 +87,7 @@ func (sb *Sandbox) Handover() (HandoverState, map[string]*os.File, error) {
 	if sb.spec.Persistent {
 		return HandoverState{}, nil, ErrLiveNotHandable
 	}
-	g, ok := sb.group.(child.HandoverGroup)
+	g, ok := sb.group.(cgroup.HandoverGroup)
 	if !ok || sb.cgroupDegraded {
 		return HandoverState{}, nil, fmt.Errorf("sandbox handover: its cgroup (%v) is not a systemd scope", sb.group)
 	}
@@ -190,7 +190,7 @@ func (sb *Sandbox) detach() error {
 	if sb.status != nil {
 		sb.status.Close()
 	}
-	if g, ok := sb.group.(child.HandoverGroup); ok {
+	if g, ok := sb.group.(cgroup.HandoverGroup); ok {
 		g.Detach()
 	}
 	sb.group = nil
@@ -385,7 +385,7 @@ func (e *Linux) Adopt(ctx context.Context, st HandoverState, files map[string]*o
 // sandbox (its scope and uid stay locked by the descriptors not yet
 // taken, which the caller closes).
 func (sb *Sandbox) cleanupAdopt(files map[string]*os.File) {
-	if g, ok := sb.group.(child.HandoverGroup); ok {
+	if g, ok := sb.group.(cgroup.HandoverGroup); ok {
 		g.Detach()
 	}
 	sb.uid.release()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/cgroup"
 )
 
 // requireCgroup1 skips, saying why, unless this is a host where the
@@ -24,11 +24,11 @@ func requireCgroup1(t *testing.T) {
 	if Detect().Cgroups == CgroupSystemd {
 		t.Skip("host lacks: systemd is the service manager here: the sandbox gets a transient scope (test/sandbox)")
 	}
-	l := child.Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50}
-	if p, err := child.NewCgroupPlacer("soda-sandbox", l, sandboxParent(runtime.NumCPU())); err == nil && len(p.Unenforced()) == 0 {
+	l := cgroup.Limits{MemoryMax: 1 << 30, TasksMax: 64, CPUQuota: 50}
+	if p, err := cgroup.NewCgroupPlacer("soda-sandbox", l, sandboxParent(runtime.NumCPU())); err == nil && len(p.Unenforced()) == 0 {
 		t.Skip("host lacks: the cgroup v2 tree here enforces every limit: the v1 hierarchies are not used")
 	}
-	p, err := child.NewCgroup1Placer("soda-sandbox", l, sandboxParent(runtime.NumCPU()))
+	p, err := cgroup.NewCgroup1Placer("soda-sandbox", l, sandboxParent(runtime.NumCPU()))
 	if err != nil {
 		t.Skipf("host lacks: no usable cgroup v1 hierarchies here: %v", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/workhome"
 )
@@ -23,7 +23,7 @@ type Linux struct {
 	// on first use (one D-Bus connection per engine, not per sandbox);
 	// Close ends it.
 	scopeMu sync.Mutex
-	scopes  *child.ScopePlacer
+	scopes  *cgroup.ScopePlacer
 
 	uids *uidPool // the uids of a privileged engine's sandboxes
 
@@ -90,11 +90,11 @@ func (e *Linux) hostAddrs(log *slog.Logger) egress.LocalAddrs {
 // SweepLeftovers removes what sandboxes whose owner was killed left
 // behind, and returns what it removed: with systemd, the scopes of owners
 // that are gone (a live owner's, in this process or another, is never
-// touched, see child.ScopePlacer.SweepLeftovers); without, the cgroup
+// touched, see cgroup.ScopePlacer.SweepLeftovers); without, the cgroup
 // directories the engine made itself, in every hierarchy mounted (the v2
 // tree and each v1 one, the memory hierarchy's below any process's own
 // cgroup too, in SandboxParent, which itself is never removed: its name
-// does not start with soda-sandbox-; see child.SweepGroups: a live
+// does not start with soda-sandbox-; see cgroup.SweepGroups: a live
 // owner's are never touched,
 // those without an owner lock only when empty and older than a sibling's
 // between its creation and its clone); and either way the homes of
@@ -114,7 +114,7 @@ func (e *Linux) SweepLeftovers(ctx context.Context) ([]string, error) {
 			errs = append(errs, err)
 		}
 	} else {
-		dirs, err := child.SweepGroups(ctx, e.cfg.Log, "soda-sandbox", child.GroupLockDir(), leftoverAge)
+		dirs, err := cgroup.SweepGroups(ctx, e.cfg.Log, "soda-sandbox", cgroup.GroupLockDir(), leftoverAge)
 		removed = append(removed, dirs...)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sweep sandbox cgroups: %w", err))
@@ -213,18 +213,18 @@ func (e *Linux) Close() error {
 // scopePlacer returns the engine's systemd placer, connecting it on first
 // use to the service manager that makes the sandboxes' scopes: the
 // system's for a privileged engine, the user's own otherwise.
-func (e *Linux) scopePlacer(ctx context.Context) (*child.ScopePlacer, error) {
+func (e *Linux) scopePlacer(ctx context.Context) (*cgroup.ScopePlacer, error) {
 	e.scopeMu.Lock()
 	defer e.scopeMu.Unlock()
 	if e.scopes != nil {
 		return e.scopes, nil
 	}
-	var p *child.ScopePlacer
+	var p *cgroup.ScopePlacer
 	var err error
 	if e.cfg.Privileged {
-		p, err = child.NewSystemdPlacer(ctx, e.cfg.Log, "soda-sandbox", "soda-sandbox.slice", child.Limits{})
+		p, err = cgroup.NewSystemdPlacer(ctx, e.cfg.Log, "soda-sandbox", "soda-sandbox.slice", cgroup.Limits{})
 	} else {
-		p, err = child.NewUserSystemdPlacer(ctx, e.cfg.Log, "soda-sandbox", "soda-sandbox.slice", child.Limits{})
+		p, err = cgroup.NewUserSystemdPlacer(ctx, e.cfg.Log, "soda-sandbox", "soda-sandbox.slice", cgroup.Limits{})
 	}
 	if err != nil {
 		return nil, err

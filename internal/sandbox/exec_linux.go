@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
@@ -43,8 +43,8 @@ type execChannel struct {
 
 // LimitEvents counts how often the sandbox's memory and task limits struck
 // so far (its init's cgroup; zero where the host keeps no counter).
-func (sb *Sandbox) LimitEvents() (child.LimitEvents, error) {
-	return child.LimitEventsOf(sb.pid)
+func (sb *Sandbox) LimitEvents() (cgroup.LimitEvents, error) {
+	return cgroup.LimitEventsOf(sb.pid)
 }
 
 // openExec makes the exec socket pair (Spec.Persistent): the host's end is

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/cgroup"
 )
 
 // SandboxParent is the cgroup directory that holds every sandbox's
@@ -17,9 +17,9 @@ const SandboxParent = "soda-sandbox.slice"
 // CPUs: SandboxParent, with a collective CPU quota of the host's CPUs but
 // one, as each sandbox's own by default (DefaultCPUPercent). It is
 // written where the parent has no quota yet; one set already, by an
-// operator, stays (child.Parent).
-func sandboxParent(ncpu int) child.Parent {
-	return child.Parent{Name: SandboxParent, CPUQuota: DefaultCPUPercent(ncpu)}
+// operator, stays (cgroup.Parent).
+func sandboxParent(ncpu int) cgroup.Parent {
+	return cgroup.Parent{Name: SandboxParent, CPUQuota: DefaultCPUPercent(ncpu)}
 }
 
 // hostPlacer picks the sandbox's cgroup when systemd does not make it: a
@@ -33,16 +33,16 @@ func sandboxParent(ncpu int) child.Parent {
 //
 // Either way the directories are made in SandboxParent, which all the
 // host's sandboxes share (sandboxParent).
-func (sb *Sandbox) hostPlacer(root bool, limits child.Limits) (child.Placer, error) {
+func (sb *Sandbox) hostPlacer(root bool, limits cgroup.Limits) (cgroup.Placer, error) {
 	parent := sandboxParent(runtime.NumCPU())
-	v2, err := child.NewCgroupPlacer("soda-sandbox", limits, parent)
+	v2, err := cgroup.NewCgroupPlacer("soda-sandbox", limits, parent)
 	if err == nil && len(v2.Unenforced()) == 0 {
 		return v2, nil
 	}
 	if !root {
 		return v2, err
 	}
-	v1, err1 := child.NewCgroup1Placer("soda-sandbox", limits, parent)
+	v1, err1 := cgroup.NewCgroup1Placer("soda-sandbox", limits, parent)
 	if err1 != nil {
 		sb.log.Debug("no cgroup v1 placement", "err", err1)
 		if err != nil {
@@ -58,7 +58,7 @@ func (sb *Sandbox) hostPlacer(root bool, limits child.Limits) (child.Placer, err
 
 // v1Paths is what a cgroup v1 group says its member's /proc/PID/cgroup
 // shows for each v1 controller (nil for any other group).
-func v1Paths(g child.Group) map[string]string {
+func v1Paths(g cgroup.Group) map[string]string {
 	if v, ok := g.(interface{ V1Paths() map[string]string }); ok {
 		return v.V1Paths()
 	}

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 	"github.com/soda-project/soda/internal/throttle"
@@ -44,11 +44,11 @@ type Sandbox struct {
 	log    *slog.Logger
 	audit  func(Record)
 	cmd    *exec.Cmd
-	group  child.Group
-	placer child.Placer
+	group  cgroup.Group
+	placer cgroup.Placer
 	// groupLock marks the cgroup directories the engine makes itself as a
-	// live owner's (child.LockGroup); nil with systemd scopes.
-	groupLock *child.GroupLock
+	// live owner's (cgroup.LockGroup); nil with systemd scopes.
+	groupLock *cgroup.GroupLock
 	// home is the engine's home (Linux.NewHome) this sandbox took as
 	// Spec.Home, removed at its teardown.
 	home   *workhome.Home
@@ -534,7 +534,7 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 		// The directories are ours: marked as a live owner's from before
 		// the first is made until the last is removed (cleanup), so that
 		// no sweep takes them for a killed owner's (SweepLeftovers).
-		l, err := child.LockGroup(ctx, child.GroupLockDir(), "soda-sandbox-"+sb.ID)
+		l, err := cgroup.LockGroup(ctx, cgroup.GroupLockDir(), "soda-sandbox-"+sb.ID)
 		if err != nil {
 			sb.log.Warn("sandbox cgroup without an owner lock: a sweep judges it by its age", "err", err)
 		}
@@ -550,11 +550,11 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 		sb.cgroupDegraded = true
 		if scope {
 			// init runs already: only a process group can still hold it.
-			sb.placer = child.NewProcessGroupPlacer()
+			sb.placer = cgroup.NewProcessGroupPlacer()
 		} else {
 			// A cgroup v2 directory without controllers still lets the
 			// whole sandbox be killed at once.
-			sb.placer = child.NewPlacer(sb.log, "soda-sandbox", child.Limits{})
+			sb.placer = cgroup.NewPlacer(sb.log, "soda-sandbox", cgroup.Limits{})
 		}
 		g, gerr := sb.placer.NewGroup(sb.ID)
 		sb.group = g
@@ -563,7 +563,7 @@ func (sb *Sandbox) newGroup(ctx context.Context, root, scope bool) error {
 	if sb.spec.Knobs.unavailable(LayerCgroup) {
 		return fail(errors.New("unavailable (test knob)"))
 	}
-	var placer child.Placer
+	var placer cgroup.Placer
 	if scope {
 		r := <-sb.pendingScope
 		sb.pendingScope = nil
@@ -600,14 +600,14 @@ const leftoverAge = 10 * time.Second
 
 // scopeResult is a systemd placer being connected.
 type scopeResult struct {
-	placer child.Placer // the engine's, with the sandbox's limits
+	placer cgroup.Placer // the engine's, with the sandbox's limits
 	err    error
 }
 
 // childLimits are the spec's limits for a placer.
-func (sb *Sandbox) childLimits() child.Limits {
+func (sb *Sandbox) childLimits() cgroup.Limits {
 	l := sb.spec.Limits
-	return child.Limits{MemoryMax: l.MemoryMax, TasksMax: l.TasksMax, CPUQuota: l.CPUPercent, CPUWeight: l.CPUWeight}
+	return cgroup.Limits{MemoryMax: l.MemoryMax, TasksMax: l.TasksMax, CPUQuota: l.CPUPercent, CPUWeight: l.CPUWeight}
 }
 
 // idmapGrants prepares idmapped mounts (root only): each granted path not

@@ -8,7 +8,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/soda-project/soda/internal/child"
+	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/egress"
 )
 
@@ -66,8 +66,8 @@ func (sb *Sandbox) SetEgress(ctx context.Context, by string, add, remove []egres
 }
 
 // LimitEvents counts how often the sandbox's memory and task limits struck.
-func (sb *Sandbox) LimitEvents() (child.LimitEvents, error) {
-	return child.LimitEvents{}, errNeedLinux
+func (sb *Sandbox) LimitEvents() (cgroup.LimitEvents, error) {
+	return cgroup.LimitEvents{}, errNeedLinux
 }
 
 // Exec runs es in the live sandbox; not on this system.

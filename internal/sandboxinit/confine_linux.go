@@ -92,7 +92,7 @@ func confine(cfg *config, report func(wire.Status)) (wire.Layer, error) {
 // guardSlack is how many more threads than it has when init confines
 // itself the repository guard may start (its Go runtime adds one for a
 // blocking system call) before the cgroup's task limit, not the rlimit,
-// refuses the command's forks. It is child.TasksPeakSlack too: a cgroup
+// refuses the command's forks. It is cgroup.TasksPeakSlack too: a cgroup
 // whose tasks peaked that close to its limit met the rlimit
 // (limitCounters).
 const guardSlack = 8

@@ -416,7 +416,7 @@ func unavailable(cfg *config, l wire.Layer) bool { return slices.Contains(cfg.Un
 // the unified hierarchy's memory.events, pids.events and cpu.stat, or the
 // v1 controllers' (a hybrid host's). A file the host lacks reads 0. The
 // tasks count is 1, not 0, where the cgroup's tasks peaked at its limit
-// (pids.peak within child.TasksPeakSlack, which guardSlack is, of
+// (pids.peak within cgroup.TasksPeakSlack, which guardSlack is, of
 // pids.max): RLIMIT_NPROC refused the forks there, uncounted (nprocLimit).
 func limitCounters() (oom, tasks, throttled uint64) {
 	first := func(key string, paths ...string) uint64 {

@@ -122,7 +122,7 @@ func TestResourceLimits(t *testing.T) {
 		// The sandbox user's RLIMIT_NPROC refuses the forks, before they
 		// copy anything, uncounted; the cgroup's pids limit, at the same
 		// 40 tasks, refuses none of them. The exit record says that the
-		// limit struck, from the cgroup's peak: 1 (child.LimitEvents).
+		// limit struck, from the cgroup's peak: 1 (cgroup.LimitEvents).
 		// More would be the pids controller's refusals, each after a copy
 		// of the forking process's memory (before issue 23: every one).
 		if n := exitCounter(t, audit, "tasks_refused"); n != 1 {

@@ -1,7 +1,8 @@
 #!/bin/bash
-# Runs internal/child's systemd integration tests (transient scope per child)
-# against a real systemd: builds the package's test binary on the host, boots
-# a throw-away systemd-box per cgroup mode, runs the binary inside with
+# Runs the systemd integration tests of internal/cgroup (transient scope per
+# child) and internal/child (a supervised child in a scope) against a real
+# systemd: builds both packages' test binaries on the host, boots a
+# throw-away systemd-box per cgroup mode, runs the binaries inside with
 # SODA_SYSTEMD_TEST=1 and tears the box down again, whatever happens.
 #
 # usage: test/systemd/run-child-scope-test.sh [hybrid|v2]... [-- go-test-flags]
@@ -51,18 +52,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "== building the test binary on the host"
-(cd "$root" && go test -c -o "$tmp/child.test" ./internal/child)
+pkgs=(cgroup child)
+echo "== building the test binaries on the host"
+for pkg in "${pkgs[@]}"; do
+	(cd "$root" && go test -c -o "$tmp/$pkg.test" "./internal/$pkg")
+done
 
 failed=()
 for mode in "${modes[@]}"; do
 	box="$tmp/box-$mode"
 	echo "== booting systemd-box (--cgroup $mode)"
 	"$box_tool" up --cgroup "$mode" --bind "$root" --bind "$tmp" "$box" >/dev/null
-	echo "== running internal/child tests in the box (--cgroup $mode)"
-	# shellcheck disable=SC2016 # $1/$@ expand in the inner shell
-	if "$box_tool" exec "$box" -- sh -c 'cd "$1" && shift && exec env SODA_SYSTEMD_TEST=1 "$@"' sh \
-		"$root/internal/child" "$tmp/child.test" -test.count=1 -test.v "${test_flags[@]}"; then
+	ok=1
+	for pkg in "${pkgs[@]}"; do
+		echo "== running internal/$pkg tests in the box (--cgroup $mode)"
+		# shellcheck disable=SC2016 # $1/$@ expand in the inner shell
+		"$box_tool" exec "$box" -- sh -c 'cd "$1" && shift && exec env SODA_SYSTEMD_TEST=1 "$@"' sh \
+			"$root/internal/$pkg" "$tmp/$pkg.test" -test.count=1 -test.v "${test_flags[@]}" || ok=0
+	done
+	if [ "$ok" = 1 ]; then
 		echo "== PASS (--cgroup $mode)"
 	else
 		echo "== FAIL (--cgroup $mode)"

@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"context"
@@ -123,10 +123,9 @@ func TestCgroup1GroupLimitsKillRelease(t *testing.T) {
 }
 
 // TestCgroup1Sweep: in each v1 hierarchy, only the empty leftovers of the
-// prefix older than the minimum age go.
+// prefix that no owner lock marks and older than the minimum age go.
 func TestCgroup1Sweep(t *testing.T) {
 	p := newTestCgroup1Placer(t, "soda-c1sweep")
-	p.v2 = nil
 	var stale, keep []string
 	for c, mount := range p.mounts {
 		dir := filepath.Join(mount, p.base[c])
@@ -147,7 +146,10 @@ func TestCgroup1Sweep(t *testing.T) {
 			}
 		}
 	}
-	removed := p.Sweep(testLogger(t), 10*time.Second)
+	removed, err := SweepGroups(t.Context(), testLogger(t), "soda-c1sweep", "", 10*time.Second)
+	if err != nil {
+		t.Fatalf("SweepGroups: %v", err)
+	}
 	if len(removed) != len(stale) {
 		t.Errorf("removed %v, want %v", removed, stale)
 	}

@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"bufio"
@@ -36,12 +36,7 @@ func LimitEventsOf(pid int) (LimitEvents, error) {
 	if err != nil {
 		return LimitEvents{}, fmt.Errorf("read cgroup of pid %d: %w", pid, err)
 	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return LimitEvents{}, fmt.Errorf("read mountinfo: %w", err)
-	}
-	defer f.Close()
-	mounts, err := cgroupMounts(f)
+	mounts, err := readMounts()
 	if err != nil {
 		return LimitEvents{}, err
 	}

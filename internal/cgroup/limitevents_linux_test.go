@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"os"

@@ -1,10 +1,9 @@
-package child
+package cgroup
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -97,7 +96,7 @@ func newSystemdPlacer(ctx context.Context, log *slog.Logger, prefix, slice strin
 	if n := len(escapeUnitPart(prefix)) + 1 + 32 + len(".scope"); n > unitNameMax {
 		return nil, fmt.Errorf("systemd placer: unit name prefix %q is too long", prefix)
 	}
-	if err := checkSystemdPID1(); err != nil {
+	if err := CheckSystemdPID1(); err != nil {
 		return nil, fmt.Errorf("systemd placer: %w", err)
 	}
 	// godbus closes a connection when its context ends; the connection
@@ -308,7 +307,7 @@ func (p *ScopePlacer) SweepLeftovers(ctx context.Context) ([]string, error) {
 			continue
 		}
 		loaded := slices.ContainsFunc(units, func(u sdbus.UnitStatus) bool { return u.Name == name })
-		if err := p.stopUnit(ctx, name); err != nil {
+		if err := p.StopUnit(ctx, name); err != nil {
 			l.release(false)
 			errs = append(errs, err)
 			continue
@@ -321,9 +320,9 @@ func (p *ScopePlacer) SweepLeftovers(ctx context.Context) ([]string, error) {
 	return stopped, errors.Join(errs...)
 }
 
-// stopUnit stops unit and resets its failed state; a unit that is gone
+// StopUnit stops unit and resets its failed state; a unit that is gone
 // is fine.
-func (p *ScopePlacer) stopUnit(ctx context.Context, name string) error {
+func (p *ScopePlacer) StopUnit(ctx context.Context, name string) error {
 	conn, err := p.connection(ctx)
 	if err != nil {
 		return err
@@ -427,7 +426,7 @@ type scopeGroup struct {
 	id     string
 	unit   string
 	limits Limits
-	gate   gate
+	gate   Gate
 	lock   *scopeLock // held from before the unit is made until it is gone
 
 	pid       int
@@ -441,13 +440,16 @@ func (g *scopeGroup) String() string { return "scope " + g.unit }
 
 // cgroupDir is the scope's cgroup directory once placed, for the
 // supervisor and the ledger.
-func (g *scopeGroup) cgroupDir() string { return g.dir }
+func (g *scopeGroup) CgroupDir() string { return g.dir }
+
+// OwnsDir reports false: systemd makes and removes a scope's directory.
+func (g *scopeGroup) OwnsDir() bool { return false }
 
 func (g *scopeGroup) Prepare(cmd *exec.Cmd) error {
 	if g.p.noGate {
 		return nil
 	}
-	return g.gate.wrap(cmd)
+	return g.gate.Wrap(cmd)
 }
 
 // started creates the scope with the gate's pid, waits for the job, checks
@@ -458,14 +460,14 @@ func (g *scopeGroup) Started(ctx context.Context, pid int) (err error) {
 			g.failed = true
 		}
 	}()
-	g.gate.started()
+	g.gate.Started()
 	g.pid = pid
 	ctx, cancel := context.WithTimeout(ctx, scopeStartTimeout)
 	defer cancel()
 	// Place the gate only once its runtime is up and blocked (see gate).
 	deadline, _ := ctx.Deadline()
 	if !g.p.noGate {
-		if err := g.gate.waitReady(deadline); err != nil {
+		if err := g.gate.WaitReady(deadline); err != nil {
 			return err
 		}
 	}
@@ -528,7 +530,7 @@ func (g *scopeGroup) Started(ctx context.Context, pid int) (err error) {
 	if g.p.noGate {
 		return nil
 	}
-	return g.gate.open()
+	return g.gate.Open()
 }
 
 // procs lists the pids in the scope's cgroup; a cgroup that is gone is empty.
@@ -626,7 +628,7 @@ func (g *scopeGroup) Count() int {
 // CollectMode= removes it); one that is not empty is stopped. A failed
 // state is reset so nothing is left to list.
 func (g *scopeGroup) Release() (err error) {
-	g.gate.close()
+	g.gate.Close()
 	defer func() {
 		// The unit is gone unless stopping it failed; then the file stays
 		// for a later sweep, unlocked.
@@ -749,9 +751,9 @@ func checkInCgroup(pid int, cg, dir string) error {
 	return fmt.Errorf("pid %d is not in %s after the job completed (its cgroups: %s)", pid, cg, strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " "))
 }
 
-// checkSystemdPID1 verifies that systemd is PID 1 of our PID namespace, so
+// CheckSystemdPID1 verifies that systemd is PID 1 of our PID namespace, so
 // that the pids we pass to it are the ones we mean.
-func checkSystemdPID1() error {
+func CheckSystemdPID1() error {
 	if fi, err := os.Stat("/run/systemd/system"); err != nil || !fi.IsDir() {
 		return errors.New("not booted with systemd (/run/systemd/system is missing)")
 	}
@@ -830,22 +832,17 @@ var cgroupV1Options = []string{"rw", "ro", "xattr", "noprefix", "clone_children"
 
 // ownCgroupFS reads this process's cgroup mounts.
 func ownCgroupFS() (cgroupFS, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := readMounts()
 	if err != nil {
-		return cgroupFS{}, fmt.Errorf("read mountinfo: %w", err)
+		return cgroupFS{}, err
 	}
-	defer f.Close()
-	return readCgroupFS(f)
+	return ms.fs()
 }
 
-// readCgroupFS reads the cgroup mounts from mountinfo r.
-func readCgroupFS(r io.Reader) (cgroupFS, error) {
+// fs describes the hierarchies of ms.
+func (ms cgroupMounts) fs() (cgroupFS, error) {
 	var fs cgroupFS
-	mounts, err := cgroupMounts(r)
-	if err != nil {
-		return fs, err
-	}
-	for _, m := range mounts {
+	for _, m := range ms {
 		switch m.FSType {
 		case "cgroup2":
 			if fs.unified == "" {

@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"reflect"
@@ -52,7 +52,7 @@ func TestReadCgroupFS(t *testing.T) {
 				v1: []string{"memory"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			fs, err := readCgroupFS(strings.NewReader(tt.mountinfo))
+			fs, err := testMounts(t, tt.mountinfo).fs()
 			if tt.wantErr {
 				if err == nil {
 					t.Fatalf("no error, got %+v", fs)
@@ -99,10 +99,7 @@ func TestV1Mounts(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := v1Mounts(strings.NewReader(tt.mountinfo))
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := testMounts(t, tt.mountinfo).v1()
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
@@ -120,7 +117,7 @@ func TestCgroup2MountIn(t *testing.T) {
 		{name: "escaped", mountinfo: mountinfoEscaped, want: "/run/my cgroups/uni fied"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := cgroup2MountIn(strings.NewReader(tt.mountinfo))
+			got, err := testMounts(t, tt.mountinfo).cgroup2()
 			if tt.want == "" {
 				if err == nil {
 					t.Fatalf("no error, got %q", got)
@@ -132,4 +129,14 @@ func TestCgroup2MountIn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testMounts parses the mount table text.
+func testMounts(t *testing.T, text string) cgroupMounts {
+	t.Helper()
+	ms, err := parseMounts(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
 }

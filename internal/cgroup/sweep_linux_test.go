@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"os"
@@ -24,7 +24,11 @@ func writableHierarchies(t *testing.T) (v1, v2 string) {
 		t.Skipf("host lacks: no writable cgroup v1 pids hierarchy here: %v", err)
 	}
 	os.Remove(filepath.Join(v1, "soda-gsweep-probe"))
-	m, err := cgroup2Mount()
+	ms, err := readMounts()
+	if err != nil {
+		t.Skipf("host lacks: %v", err)
+	}
+	m, err := ms.cgroup2()
 	if err != nil {
 		t.Skipf("host lacks: %v", err)
 	}

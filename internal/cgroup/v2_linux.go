@@ -1,10 +1,9 @@
-package child
+package cgroup
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
-	"github.com/moby/sys/mountinfo"
 )
 
 // NewPlacer picks the best isolation the host allows: a cgroup v2 directory
@@ -167,7 +165,11 @@ func newCgroupPlacer(prefix string, limits Limits, parent Parent) (*cgroupPlacer
 	if err := parent.check(prefix); err != nil {
 		return nil, err
 	}
-	mount, err := cgroup2Mount()
+	mounts, err := readMounts()
+	if err != nil {
+		return nil, err
+	}
+	mount, err := mounts.cgroup2()
 	if err != nil {
 		return nil, err
 	}
@@ -284,8 +286,11 @@ func (g *cgroupGroup) Started(_ context.Context, pid int) error {
 
 func (g *cgroupGroup) String() string { return "cgroup " + g.path }
 
-// cgroupDir is the group's directory, for the supervisor and the ledger.
-func (g *cgroupGroup) cgroupDir() string { return g.path }
+// CgroupDir is the group's directory, for the supervisor and the ledger.
+func (g *cgroupGroup) CgroupDir() string { return g.path }
+
+// OwnsDir reports true: the placer made the directory, Release removes it.
+func (g *cgroupGroup) OwnsDir() bool { return true }
 
 func (g *cgroupGroup) Signal(sig syscall.Signal) error {
 	procs, err := g.m.Procs(true)
@@ -327,41 +332,6 @@ func (g *cgroupGroup) Release() error {
 	return fmt.Errorf("remove %s: %w", g.path, err)
 }
 
-// cgroup2Mount finds the cgroup v2 mount point (/sys/fs/cgroup on unified
-// hosts, /sys/fs/cgroup/unified on hybrid ones).
-func cgroup2Mount() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", fmt.Errorf("read mountinfo: %w", err)
-	}
-	defer f.Close()
-	return cgroup2MountIn(f)
-}
-
-// cgroup2MountIn finds the first cgroup v2 mount point of mountinfo r.
-func cgroup2MountIn(r io.Reader) (string, error) {
-	mounts, err := cgroupMounts(r)
-	if err != nil {
-		return "", err
-	}
-	for _, m := range mounts {
-		if m.FSType == "cgroup2" {
-			return m.Mountpoint, nil
-		}
-	}
-	return "", errors.New("no cgroup2 file system mounted")
-}
-
-// cgroupMounts lists the cgroup (v1) and cgroup2 mounts of mountinfo r
-// in its order, with the kernel's octal escapes (\040 for a space) undone.
-func cgroupMounts(r io.Reader) ([]*mountinfo.Info, error) {
-	mounts, err := mountinfo.GetMountsFromReader(r, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
-	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	return mounts, nil
-}
-
 // ownCgroup2Path returns this process's cgroup v2 path ("0::/path").
 func ownCgroup2Path() (string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
@@ -374,49 +344,4 @@ func ownCgroup2Path() (string, error) {
 		}
 	}
 	return "", errors.New("no cgroup v2 entry in /proc/self/cgroup")
-}
-
-// Sweeper is a Placer that can remove the groups a killed predecessor
-// left behind.
-type Sweeper interface {
-	// Sweep removes the leftover groups of this placer's prefix that hold
-	// no process and have not changed for minAge, and returns their paths.
-	Sweep(log *slog.Logger, minAge time.Duration) []string
-}
-
-// Sweep removes the empty cgroup directories named PREFIX-* below the
-// placer's base that have not changed for minAge: what a process killed
-// before it could remove its own directory left. A live sibling's
-// directory is never removed: the kernel refuses to remove a cgroup that
-// holds a process or a child cgroup, and one younger than minAge may be
-// about to receive its process (it is created just before the clone into
-// it). A sibling that finds its directory gone tolerates it (Release).
-func (p *cgroupPlacer) Sweep(log *slog.Logger, minAge time.Duration) []string {
-	dir := filepath.Join(p.mount, p.base)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		log.Warn("sweep leftover cgroups", "dir", dir, "err", err)
-		return nil
-	}
-	var removed []string
-	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), p.prefix+"-") {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		info, err := e.Info()
-		if err != nil || time.Since(info.ModTime()) < minAge {
-			continue
-		}
-		if b, err := os.ReadFile(filepath.Join(path, "cgroup.events")); err != nil || !strings.Contains(string(b), "populated 0") {
-			continue
-		}
-		if err := os.Remove(path); err != nil {
-			log.Debug("leftover cgroup kept", "cgroup", path, "err", err)
-			continue
-		}
-		log.Info("removed a leftover cgroup (its owner was killed)", "cgroup", path, "age", time.Since(info.ModTime()).Round(time.Second))
-		removed = append(removed, path)
-	}
-	return removed
 }

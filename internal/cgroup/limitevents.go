@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 // LimitEvents counts how often a cgroup's limits struck.
 type LimitEvents struct {

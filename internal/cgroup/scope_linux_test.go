@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"os"
@@ -183,7 +183,7 @@ func TestIsNoSuchUnit(t *testing.T) {
 // TestNewSystemdPlacerWithoutSystemd: on a host where systemd is not PID 1
 // the constructor fails with a reason, so the caller can fall back.
 func TestNewSystemdPlacerWithoutSystemd(t *testing.T) {
-	if checkSystemdPID1() == nil {
+	if CheckSystemdPID1() == nil {
 		t.Skip("systemd is PID 1 here; covered by the integration test")
 	}
 	_, err := NewSystemdPlacer(t.Context(), testLogger(t), "soda-test", "", Limits{})

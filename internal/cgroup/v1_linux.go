@@ -1,11 +1,9 @@
-package child
+package cgroup
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,18 +76,14 @@ func newCgroup1Placer(prefix string, limits Limits, parent Parent) (*cgroup1Plac
 	}
 	p := &cgroup1Placer{mounts: map[cgroup1.Name]string{}, own: map[cgroup1.Name]string{}, base: map[cgroup1.Name]string{},
 		prefix: prefix, limits: limits}
-	if p.v2, err = killOnlyV2(prefix, parent); err != nil {
-		return nil, err
-	}
-	mi, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	mounts, err := v1Mounts(mi)
-	mi.Close()
+	ms, err := readMounts()
 	if err != nil {
 		return nil, err
 	}
+	if p.v2, err = killOnlyV2(ms, prefix, parent); err != nil {
+		return nil, err
+	}
+	mounts := ms.v1()
 	for _, c := range p.wanted() {
 		m, ok := mounts[string(c)]
 		if _, in := own[string(c)]; !ok || !in {
@@ -154,12 +148,12 @@ func (p *cgroup1Placer) wanted() []cgroup1.Name {
 	return out
 }
 
-// killOnlyV2 returns a placer of v2 directories with no controllers, to
+// killOnlyV2 returns a placer of v2 directories (in the v2 tree of ms) with no controllers, to
 // clone into and kill by (in parent, if named), or nil when the v2 tree
 // is not writable. Unlike newCgroupPlacer it makes no probe directory:
 // access(2) tells, cheaper. It fails only when it cannot make the parent.
-func killOnlyV2(prefix string, parent Parent) (*cgroupPlacer, error) {
-	mount, err := cgroup2Mount()
+func killOnlyV2(ms cgroupMounts, prefix string, parent Parent) (*cgroupPlacer, error) {
+	mount, err := ms.cgroup2()
 	if err != nil {
 		return nil, nil
 	}
@@ -183,30 +177,6 @@ func killOnlyV2(prefix string, parent Parent) (*cgroupPlacer, error) {
 		p.base = filepath.Join(own, parent.Name)
 	}
 	return p, nil
-}
-
-// v1Mount is where a v1 hierarchy is mounted and which of its cgroups is
-// the mount's root.
-type v1Mount struct{ mount, root string }
-
-// v1Mounts maps each v1 controller to its mount, from mountinfo r.
-func v1Mounts(r io.Reader) (map[string]v1Mount, error) {
-	mounts, err := cgroupMounts(r)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]v1Mount{}
-	for _, m := range mounts {
-		if m.FSType != "cgroup" {
-			continue
-		}
-		for o := range strings.SplitSeq(m.VFSOptions, ",") {
-			if _, seen := out[o]; !seen && o != "" {
-				out[o] = v1Mount{mount: m.Mountpoint, root: m.Root}
-			}
-		}
-	}
-	return out, nil
 }
 
 // cgroup1Root is where the v1 hierarchies are mounted, one directory each
@@ -323,44 +293,6 @@ func (p *cgroup1Placer) NewGroup(id string) (Group, error) {
 		g.cg = cg
 	}()
 	return g, nil
-}
-
-// Sweep removes the empty directories named PREFIX-* that killed
-// predecessors left in the v1 hierarchies and the v2 tree (see
-// cgroupPlacer.Sweep: a live sibling's directory is never removed).
-func (p *cgroup1Placer) Sweep(log *slog.Logger, minAge time.Duration) []string {
-	var removed []string
-	if p.v2 != nil {
-		removed = p.v2.Sweep(log, minAge)
-	}
-	for c, mount := range p.mounts {
-		dir := filepath.Join(mount, p.base[c])
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			log.Warn("sweep leftover cgroups", "dir", dir, "err", err)
-			continue
-		}
-		for _, e := range ents {
-			if !e.IsDir() || !strings.HasPrefix(e.Name(), p.prefix+"-") {
-				continue
-			}
-			path := filepath.Join(dir, e.Name())
-			info, err := e.Info()
-			if err != nil || time.Since(info.ModTime()) < minAge {
-				continue
-			}
-			if b, err := os.ReadFile(filepath.Join(path, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(b))) > 0 {
-				continue
-			}
-			if err := os.Remove(path); err != nil {
-				log.Debug("leftover cgroup kept", "cgroup", path, "err", err)
-				continue
-			}
-			log.Info("removed a leftover cgroup (its owner was killed)", "cgroup", path, "age", time.Since(info.ModTime()).Round(time.Second))
-			removed = append(removed, path)
-		}
-	}
-	return removed
 }
 
 // cgroup1Group is a child's directories in the v1 hierarchies (and its v2

@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 // Limits are per-child resource limits; zero values mean unlimited.
 type Limits struct {

@@ -1,10 +1,9 @@
-package child
+package cgroup
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -16,7 +15,7 @@ import (
 )
 
 // Ownership of cgroup directories an engine makes itself (no systemd:
-// the cgroup v2 directory and the v1 ones, cgroup1_linux.go). As for
+// the cgroup v2 directory and the v1 ones, v1_linux.go). As for
 // scopes (scopelock_linux.go), the owner of a group holds an exclusive
 // flock on LOCKDIR/NAME.lock from before it makes the group's first
 // directory until it has removed the last. The kernel drops the lock when
@@ -87,15 +86,11 @@ var unitSuffixes = []string{".scope", ".slice", ".service", ".socket", ".mount",
 // skipped. It returns the directories it removed; a directory it cannot
 // remove is logged and left for the next sweep.
 func SweepGroups(ctx context.Context, log *slog.Logger, prefix, lockDir string, minAge time.Duration) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	groups, err := findGroups(f, prefix+"-")
-	f.Close()
+	mounts, err := readMounts()
 	if err != nil {
 		return nil, err
 	}
+	groups := mounts.groups(prefix + "-")
 	if lockDir != "" {
 		names, err := groupLocks(lockDir, prefix+"-")
 		if err != nil {
@@ -164,14 +159,11 @@ func SweepGroups(ctx context.Context, log *slog.Logger, prefix, lockDir string, 
 	return removed, errors.Join(errs...)
 }
 
-// findGroups walks every cgroup hierarchy mounted (mountinfo r; each
-// superblock once) for directories whose name starts with prefix, without
-// entering them, and returns them by name.
-func findGroups(r io.Reader, prefix string) (map[string][]string, error) {
-	mounts, err := cgroupMounts(r)
-	if err != nil {
-		return nil, err
-	}
+// groups walks every cgroup hierarchy of ms (each superblock once) for
+// directories whose name starts with prefix, without entering them, and
+// returns them by name.
+func (ms cgroupMounts) groups(prefix string) map[string][]string {
+	mounts := ms
 	// A hierarchy mounted twice (or bound elsewhere) is walked once, from
 	// its mount of the widest root.
 	best := map[[2]int]int{}
@@ -203,7 +195,7 @@ func findGroups(r io.Reader, prefix string) (map[string][]string, error) {
 			return fs.SkipDir
 		})
 	}
-	return out, nil
+	return out
 }
 
 // killDir kills every process in the cgroup dir and its children

@@ -1,4 +1,4 @@
-package child
+package cgroup
 
 import (
 	"os"
@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TestSweep: of the leftover cgroups of a prefix, only the empty ones
-// older than the minimum age go; a populated one (a live sibling), a fresh
+// TestSweep: of the leftover cgroups of a prefix in the v2 tree that no
+// owner lock marks, only the empty ones older than the minimum age go; a populated one (a live sibling), a fresh
 // one (a sibling about to clone into it) and another prefix's stay.
 func TestSweep(t *testing.T) {
 	p, err := newCgroupPlacer("soda-sweeptest", Limits{}, Parent{})
@@ -46,7 +46,10 @@ func TestSweep(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
 	_ = os.Chtimes(busy, old, old)
 
-	removed := p.Sweep(testLogger(t), 10*time.Second)
+	removed, err := SweepGroups(t.Context(), testLogger(t), "soda-sweeptest", "", 10*time.Second)
+	if err != nil {
+		t.Fatalf("SweepGroups: %v", err)
+	}
 	if len(removed) != 1 || removed[0] != stale {
 		t.Errorf("removed %v, want only %s", removed, stale)
 	}
