@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -289,9 +291,9 @@ func (e *FrameError) Error() string {
 }
 
 // CheckFrame checks one JSON text on its raw bytes: valid JSON, UTF-8
-// throughout, no \u escape that is half of a UTF-16 surrogate pair, and
-// arrays and objects nested at most maxDepth deep. It returns a
-// *FrameError.
+// throughout, no \u escape that is half of a UTF-16 surrogate pair, no
+// number beyond a float64, and arrays and objects nested at most maxDepth
+// deep. It returns a *FrameError.
 func CheckFrame(b []byte, maxDepth int) error {
 	if !utf8.Valid(b) {
 		i := 0
@@ -355,6 +357,19 @@ func CheckFrame(b []byte, maxDepth int) error {
 			}
 		case ']', '}':
 			depth--
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			j := i + 1
+			for j < len(b) && strings.IndexByte("0123456789.eE+-", b[j]) >= 0 {
+				j++
+			}
+			// encoding/json refuses a number past a float64 when it
+			// decodes into an interface or a float64: answer it here as
+			// an invalid request rather than leave it to what decodes
+			// the message next.
+			if _, err := strconv.ParseFloat(string(b[i:j]), 64); err != nil {
+				return &FrameError{Offset: i, Reason: "a number out of the range of a 64-bit float", Invalid: true}
+			}
+			i = j - 1
 		}
 	}
 	return nil

@@ -34,6 +34,10 @@ func checkFrameCases() []checkFrameCase {
 		{"high then not low", `{"a":"\ud800\u0041"}`, false},
 		{"lone low surrogate", `{"a":"\udc00"}`, false},
 		{"raw 0xff", "{\"a\":\"\xff\"}", false},
+		{"a number past a float64", `{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, false},
+		{"a huge integer", `2` + strings.Repeat("0", 400), false},
+		{"a tiny number rounds to zero", `{"a":1e-400}`, true},
+		{"numbers in strings are not numbers", `{"a":"1e400"}`, true},
 		{"not JSON", `hello`, false},
 		{"truncated", `{"a":`, false},
 		{"deep", strings.Repeat("[", 65) + strings.Repeat("]", 65), false},
@@ -117,6 +121,7 @@ func TestBadFramesDoNotEndTheSession(t *testing.T) {
 		{"over the frame limit", `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"a":"` + strings.Repeat("x", 2<<20) + `"}}`, -32600, "null"},
 		{"a lone surrogate", `{"jsonrpc":"2.0","id":10,"method":"ping","params":{"a":"\ud800"}}`, -32700, "null"},
 		{"a raw 0xff", "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\",\"params\":{\"a\":\"\xff\"}}", -32700, "null"},
+		{"an id past a float64", `{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, -32600, "null"},
 	} {
 		send(tc.frame)
 		r := next()
@@ -141,9 +146,10 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // FuzzCheckFrame compares CheckFrame with encoding/json: a frame is
 // accepted exactly when it is UTF-8, valid JSON, nested at most maxDepth
-// deep, and decodes without a U+FFFD that it does not hold itself (the
-// replacement encoding/json makes for a lone surrogate). A refusal is a
-// *FrameError at a byte of the frame, Invalid only for a frame too deep.
+// deep, and decodes (no number past a float64) without a U+FFFD that it
+// does not hold itself (the replacement encoding/json makes for a lone
+// surrogate). A refusal is a *FrameError at a byte of the frame, Invalid
+// only for a frame too deep or with a number past a float64.
 func FuzzCheckFrame(f *testing.F) {
 	for _, tc := range checkFrameCases() {
 		f.Add([]byte(tc.frame))
@@ -158,9 +164,11 @@ func FuzzCheckFrame(f *testing.F) {
 			t.Fatalf("CheckFrame(%q) = %v", b, err)
 		}
 		good := utf8.Valid(b) && json.Valid(b)
-		depth, replaced := 0, false
+		depth, replaced, decodes := 0, false, false
 		if good {
 			depth, replaced = jsonDepthAndReplacement(t, b)
+			var v any
+			decodes = json.Unmarshal(b, &v) == nil // false for a number past a float64
 		}
 		ownFFFD := bytes.Contains(bytes.ToLower(b), []byte(`\ufffd`)) || bytes.ContainsRune(b, utf8.RuneError)
 		switch {
@@ -168,10 +176,10 @@ func FuzzCheckFrame(f *testing.F) {
 			t.Fatalf("CheckFrame(%q) accepts it: JSON %v, depth %d", b, good, depth)
 		case err == nil && replaced && !ownFFFD:
 			t.Fatalf("CheckFrame(%q) accepts what encoding/json decodes with a U+FFFD", b)
-		case err != nil && good && depth <= maxDepth && !replaced:
+		case err != nil && good && depth <= maxDepth && !replaced && decodes:
 			t.Fatalf("CheckFrame(%q) = %v, for a frame encoding/json decodes as sent", b, err)
-		case fe != nil && fe.Invalid && !(good && depth > maxDepth):
-			t.Fatalf("CheckFrame(%q) = %v (invalid), for a frame not too deep", b, err)
+		case fe != nil && fe.Invalid && !(good && (depth > maxDepth || !decodes)):
+			t.Fatalf("CheckFrame(%q) = %v (invalid), for a frame neither too deep nor with a number past a float64", b, err)
 		}
 		if err == nil {
 			var v any
