@@ -26,10 +26,7 @@ MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-gen
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 # make lint vets the module for macOS too (GOOS=darwin), so that what is
 # Linux stays in _linux.go files and every package that only describes,
-# requests or audits sandboxes type-checks on other systems. Left out:
-# internal/sandbox/protect, until its EnsureDir (openat2) moves to a
-# _linux.go file.
-DARWIN_VET_SKIP := github.com/soda-project/soda/internal/sandbox/protect
+# requests or audits sandboxes type-checks on other systems.
 
 .PHONY: all build build-note test check fuzz test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
 
@@ -69,8 +66,7 @@ test/node/node_modules/.package-lock.json: test/node/package-lock.json
 lint:
 	@unformatted=$$(gofmt -l cmd internal test bench); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	@echo 'GOOS=darwin $(GO) vet ./...$(if $(DARWIN_VET_SKIP), but $(DARWIN_VET_SKIP))'
-	@GOOS=darwin $(GO) vet $(filter-out $(DARWIN_VET_SKIP),$(shell GOOS=darwin $(GO) list ./...))
+	GOOS=darwin $(GO) vet ./...
 	$(GO) vet ./...
 	$(GO) tool -modfile=tools/go.mod staticcheck ./...
 
