@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 
 	"github.com/soda-project/soda/internal/clientconfig"
@@ -71,12 +72,8 @@ func mcpClientConfig(opts *options, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	known := strings.Join(clientconfig.Clients(), ", ")
-	switch {
-	case *client == "":
-		return usagef(cmd, "missing --client (one of %s)", known)
-	case !isClient(*client):
-		return usagef(cmd, "unknown client %q (known: %s)", *client, known)
+	if err := checkClient(cmd, *client); err != nil {
+		return err
 	}
 	t, err := opts.resolver().ResolveOrDefaults(name)
 	if err != nil {
@@ -130,13 +127,17 @@ func validatorHint(name, cmd string) string {
 	return fmt.Sprintf("; for the validation worker soda-validate@%s, run sodactl validate %s %s", kind, cmd, kind)
 }
 
-func isClient(c string) bool {
-	for _, k := range clientconfig.Clients() {
-		if c == k {
-			return true
-		}
+// checkClient says what is wrong with --client for cmd: missing, or not
+// one of the clients clientconfig renders.
+func checkClient(cmd, client string) error {
+	known := clientconfig.Clients()
+	switch {
+	case client == "":
+		return usagef(cmd, "missing --client (one of %s)", strings.Join(known, ", "))
+	case !slices.Contains(known, client):
+		return usagef(cmd, "unknown client %q (known: %s)", client, strings.Join(known, ", "))
 	}
-	return false
+	return nil
 }
 
 // resolver finds servers in the directories opts names.

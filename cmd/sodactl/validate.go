@@ -139,12 +139,8 @@ func validateClientConfig(vo *validateOptions, args []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	known := strings.Join(clientconfig.Clients(), ", ")
-	switch {
-	case *client == "":
-		return usagef(cmd, "missing --client (one of %s)", known)
-	case !isClient(*client):
-		return usagef(cmd, "unknown client %q (known: %s)", *client, known)
+	if err := checkClient(cmd, *client); err != nil {
+		return err
 	}
 	ep, err := validate.Locate(vo.configDir, vo.stateDir, kind)
 	if err != nil {
