@@ -28,11 +28,12 @@ import (
 // servers running on the host, its inside and remote ones, and the mask
 // the sandbox sees in place of the file.
 type perRun struct {
-	set     *mcprun.Set
-	entries []clientconfig.Server // inside and remote servers, for the agents' files
-	allow   []egress.Grant        // the remote servers' host:port
-	ports   []uint16              // loopback remote servers' ports, relayed
-	mask    sandbox.Mask
+	set *mcprun.Set
+	// others are the inside and remote servers, for the agents' files; a
+	// remote one on the host's loopback has its Port, relayed.
+	others []mcpgrant.Grant
+	allow  []egress.Grant // the other remote servers' host:port
+	mask   sandbox.Mask
 }
 
 // maxConfigBytes bounds the --mcp-config file.
@@ -92,12 +93,13 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 		if err != nil {
 			return nil, fmt.Errorf("--mcp-config %s: %w", file, err)
 		}
+		g := mcpgrant.Grant{Entry: clientconfig.Server{Name: s.Name, URL: s.URL, Headers: s.Headers}}
 		if port, ok := loopbackPort(s.URL); ok {
 			// The host's own loopback: relayed like a soda-mcp@ server.
 			if port == sandbox.DefaultProxyPort {
 				return nil, fmt.Errorf("--mcp-config %s: server %s: port %d is the sandbox proxy's", file, s.Name, port)
 			}
-			p.ports = append(p.ports, port)
+			g.Port = port
 		} else {
 			g, err := egress.ParseGrant(hp, false)
 			if err != nil {
@@ -105,11 +107,11 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 			}
 			p.allow = append(p.allow, g)
 		}
-		p.entries = append(p.entries, clientconfig.Server{Name: s.Name, URL: s.URL, Headers: s.Headers})
+		p.others = append(p.others, g)
 		fmt.Fprintf(stderr, "sodactl: MCP server %s: remote (%s), %s granted\n", s.Name, s.Transport, hp)
 	}
 	for _, s := range plan.Inside {
-		p.entries = append(p.entries, clientconfig.Server{Name: s.Name, Command: s.Command, Args: s.Args, Env: s.Env})
+		p.others = append(p.others, mcpgrant.Grant{Entry: clientconfig.Server{Name: s.Name, Command: s.Command, Args: s.Args, Env: s.Env}})
 		fmt.Fprintf(stderr, "sodactl: MCP server %s: inside the sandbox (--mcp-inside), started by the agent\n", s.Name)
 	}
 	for _, n := range plan.Disabled {
@@ -177,26 +179,21 @@ func packageRunner(command string, args []string) string {
 	return ""
 }
 
-// grants are what the agents' files name: the host servers' grants, then
-// the inside and remote servers (nil-safe).
+// grants are the run's servers as the agents' files name them: the host
+// servers' grants, then the inside and remote servers (nil-safe).
 func (p *perRun) grants() []mcpgrant.Grant {
 	if p == nil {
 		return nil
 	}
-	g := p.set.Grants()
-	for _, e := range p.entries {
-		g = append(g, mcpgrant.Grant{Entry: e})
-	}
-	return g
+	return slices.Concat(p.set.Grants(), p.others)
 }
 
-// apply adds the run's grants and the mask to spec.
+// apply adds the remote servers' host:port and the mask to spec (the
+// servers' ports are the recipe's: agentrun.Build).
 func (p *perRun) apply(spec *sandbox.Spec) {
 	if p == nil {
 		return
 	}
-	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, mcpgrant.Ports(p.set.Grants())...)
-	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, p.ports...)
 	spec.Egress.Allow = append(spec.Egress.Allow, p.allow...)
 	spec.Masks = append(spec.Masks, p.mask)
 }
@@ -206,13 +203,14 @@ func (p *perRun) apply(spec *sandbox.Spec) {
 // remote ones as entries. A remote server's HOST:PORT joins --allow when
 // one is given; without it the profile's allow-list decides.
 func (p *perRun) sodad(s *sodadclient.Spec, ro *runOptions) error {
-	if len(p.ports) > 0 {
+	if slices.ContainsFunc(p.others, func(g mcpgrant.Grant) bool { return g.Port != 0 }) {
 		return usagef("sodactl run", "--mcp-config: a remote server on the host's loopback cannot be granted through sodad; run it as a stdio server of the file, or use --direct")
 	}
 	for _, g := range p.set.Grants() {
 		s.RunMCP = append(s.RunMCP, sodadclient.RunServer{Name: g.Entry.Name, Port: g.Port, Token: g.Entry.Token})
 	}
-	for _, e := range p.entries {
+	for _, g := range p.others {
+		e := g.Entry
 		s.RunMCP = append(s.RunMCP, sodadclient.RunServer{Name: e.Name, URL: e.URL, Headers: e.Headers, Command: e.Command, Args: e.Args, Env: e.Env})
 	}
 	if len(ro.allow) > 0 {

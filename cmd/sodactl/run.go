@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/soda-project/soda/internal/agentconf"
+	"github.com/soda-project/soda/internal/agentrun"
 	"github.com/soda-project/soda/internal/auditsink"
 	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
@@ -231,51 +231,55 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		}
 	}
 	// Through sodad when it is there, unless --direct.
-	client, err := chooseMode(context.Background(), opts, &ro, log)
+	ctx := context.Background()
+	client, err := chooseMode(ctx, opts, &ro, log)
 	if err != nil {
 		return exitSandbox, err
 	}
 	if client != nil {
-		return runViaSodad(context.Background(), client, opts, &ro, spec, perrunConfig, stdout, stderr, log)
+		return runViaSodad(ctx, client, opts, &ro, spec, perrunConfig, stdout, stderr, log)
 	}
+	return runDirect(ctx, opts, &ro, spec, perrunConfig, stderr, log)
+}
+
+// runDirect builds the sandbox in sodactl: the granted servers and the
+// agent's own (--mcp-config, on the host for this run) go into the
+// recipe (agentrun) with the command line's sandbox, in a private home
+// that is removed once the command has ended.
+func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.Spec, pc *perRunConfig, stderr io.Writer, log *slog.Logger) (int, error) {
 	servers, err := mcpGrants(opts, ro.mcp)
 	if err != nil {
 		return exitSandbox, err
 	}
-	spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, mcpgrant.Ports(servers)...)
-	// The agent's own servers (--mcp-config): on the host for this run.
-	perrun, err := perrunConfig.start(context.Background(), log, stderr)
+	perrun, err := pc.start(ctx, log, stderr)
 	if err != nil {
 		return exitSandbox, err
 	}
 	defer perrun.close()
 	perrun.apply(&spec)
-	servers = append(servers, perrun.grants()...)
 
-	// A private home, with the agents' MCP configuration in it.
 	homes, err := workhome.Open(workhome.StateDir(os.Geteuid(), os.Getenv), os.Geteuid())
 	if err != nil {
 		return exitSandbox, err
 	}
 	homes.Sweep(log)
-	h, err := homes.New()
+	spec, home, err := agentrun.Build(homes, agentrun.Recipe{Sandbox: spec, Servers: slices.Concat(servers, perrun.grants())})
 	if err != nil {
 		return exitSandbox, err
 	}
-	home := h.Path()
 	defer func() {
-		if err := h.Remove(); err != nil {
-			log.Warn("remove sandbox home", "home", home, "err", err)
+		if err := home.Remove(); err != nil {
+			log.Warn("remove sandbox home", "home", home.Path(), "err", err)
 		}
 	}()
-	agent, err := agentconf.Write(home, sandbox.SandboxHome, argv, servers)
-	if err != nil {
-		return exitSandbox, fmt.Errorf("write the agents' MCP configuration: %w", err)
-	}
-	spec.Argv, spec.TrustedEnv = agent.Argv, append(spec.TrustedEnv, agent.Env...)
-	spec.Home = home
+	return runSandbox(ctx, ro, spec, perrun, stderr, log)
+}
 
-	audit, err := auditSink(ro.auditJSON, ro.auditMax, append(slices.Clone(spec.ReadWrite), spec.ReadOnly...))
+// runSandbox starts spec in an engine of sodactl's own, with the run's
+// audit trail, the caller's terminal and signals passed on, and waits for
+// the command; what killed runs left is swept meanwhile.
+func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *perRun, stderr io.Writer, log *slog.Logger) (int, error) {
+	audit, err := auditSink(ro.auditJSON, ro.auditMax, slices.Concat(spec.ReadWrite, spec.ReadOnly))
 	if err != nil {
 		return exitSandbox, err
 	}
@@ -304,7 +308,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	}
 	defer engine.Close()
 
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	// What killed runs left is swept while this sandbox starts (the sweep
 	// never touches a live sandbox, this one included), and before exit.
@@ -329,7 +333,6 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	defer restore()
 
 	sb, err := engine.Start(ctx, spec)
-
 	if err != nil {
 		var ce *sandbox.CommandError
 		if errors.As(err, &ce) {
@@ -343,8 +346,15 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 			_ = sb.Signal(s.(syscall.Signal))
 		}
 	}()
+	return waitSandbox(ctx, ro, sb, spec, perrun, stderr)
+}
+
+// waitSandbox waits for the command in sb and returns its exit status; a
+// --mcp-config file replaced during the run stops the sandbox (it could
+// otherwise read the file unmasked) and fails the run.
+func waitSandbox(ctx context.Context, ro *runOptions, sb *sandbox.Sandbox, spec sandbox.Spec, perrun *perRun, stderr io.Writer) (int, error) {
 	var replaced atomic.Bool
-	endWatch := perrun.watchMask(append(slices.Clone(spec.ReadWrite), spec.ReadOnly...), func() { replaced.Store(true); sb.Stop() }, stderr)
+	endWatch := perrun.watchMask(slices.Concat(spec.ReadWrite, spec.ReadOnly), func() { replaced.Store(true); sb.Stop() }, stderr)
 	st, err := sb.Wait(ctx)
 	endWatch()
 	if replaced.Load() && err == nil {
@@ -354,7 +364,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	if st.TimedOut {
-		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", argv[0], ro.timeout)
+		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", spec.Argv[0], ro.timeout)
 	}
 	return st.Code, nil
 }

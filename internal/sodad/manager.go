@@ -15,7 +15,7 @@ import (
 	"github.com/godbus/dbus/v5/prop"
 	"golang.org/x/sys/unix"
 
-	"github.com/soda-project/soda/internal/agentconf"
+	"github.com/soda-project/soda/internal/agentrun"
 	"github.com/soda-project/soda/internal/auditsink"
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/egress"
@@ -389,8 +389,9 @@ func (d *Daemon) withinProfile(name string, g egress.Grant, mcp string) (bool, s
 	return false, err.Error()
 }
 
-// buildSpec is the engine's spec: the effective request, the sandbox's
-// home with the agents' MCP configuration, the streams.
+// buildSpec is the engine's spec from the recipe (agentrun): the
+// effective request with its streams, the granted soda-mcp@ servers and
+// the caller's own (RunMCP), and a home with the agents' files in it.
 func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams) (sandbox.Spec, error) {
 	spec := sandbox.Spec{ID: b.id, Argv: b.argv, Env: req.Env, Dir: req.Dir, ReadOnly: eff.ReadOnly, ReadWrite: eff.ReadWrite,
 		NoNetwork: eff.NoNetwork, Timeout: eff.Limits.Timeout, Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, TTY: st.TTY,
@@ -400,49 +401,51 @@ func (d *Daemon) buildSpec(b *box, eff profile.Request, req request, st streams)
 		spec.Persistent, spec.WorkspaceSize, spec.Argv = true, eff.Limits.WorkspaceSize, nil
 	}
 	spec.Egress.Allow = eff.Allow
+	spec.Masks = req.Masks
+	servers, err := d.servers(b.owner, eff.MCP, req.RunMCP)
+	if err != nil {
+		return spec, err
+	}
+	spec, b.home, err = agentrun.Build(d.homes, agentrun.Recipe{Sandbox: spec, Servers: servers})
+	return spec, err
+}
+
+// servers are a sandbox's MCP servers: the granted soda-mcp@ servers,
+// then the caller's own (RunMCP); a port of the caller's must be one that
+// a socket of owner listens on, and none may clash with another or with
+// the sandbox's proxy.
+func (d *Daemon) servers(owner uint32, mcp []string, run []sodadapi.RunServer) ([]mcpgrant.Grant, error) {
 	r := mcpgrant.Resolver{ConfigDir: d.cfg.MCPConfigDir, RuntimeDirs: runstate.SearchDirs()}
 	var servers []mcpgrant.Grant
-	for _, name := range eff.MCP {
+	for _, name := range mcp {
 		g, err := r.Grant(name, sandbox.DefaultProxyPort, "")
 		if err != nil {
-			return spec, errorf(errInvalidSpec, "MCP %s: %w", name, err)
+			return nil, errorf(errInvalidSpec, "MCP %s: %w", name, err)
 		}
 		servers = append(servers, g)
 	}
-	spec.Egress.MCPPorts = mcpgrant.Ports(servers)
-	for _, rs := range req.RunMCP {
-		if slices.Contains(eff.MCP, rs.Name) {
-			return spec, errorf(errInvalidSpec, "RunMCP %s: a soda-mcp@ server of that name is granted too", rs.Name)
-		}
+	for _, rs := range run {
 		g := mcpgrant.Grant{Entry: clientconfig.Server{Name: rs.Name, URL: rs.URL, Headers: rs.Headers, Command: rs.Command, Args: rs.Args, Env: rs.Env}}
 		if rs.Port != 0 {
-			if rs.Port == sandbox.DefaultProxyPort || slices.Contains(spec.Egress.MCPPorts, rs.Port) {
-				return spec, errorf(errInvalidSpec, "RunMCP %s: port %d is the sandbox proxy's or a granted soda-mcp@ server's", rs.Name, rs.Port)
-			}
-			if err := ownsLoopbackListener(b.owner, rs.Port); err != nil {
-				return spec, errorf(errAccessDenied, "RunMCP %s: %w", rs.Name, err)
-			}
 			g.Port = rs.Port
 			g.Entry.URL, g.Entry.Token = fmt.Sprintf("http://127.0.0.1:%d/mcp", rs.Port), rs.Token
-			spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, rs.Port)
 		}
 		servers = append(servers, g)
 	}
-	spec.Masks = req.Masks
-	h, err := d.homes.New()
-	if err != nil {
-		return spec, fmt.Errorf("sandbox home: %w", err)
+	// A clash is the request's fault, whether or not the caller owns
+	// the port: it is said first.
+	if err := agentrun.Check(servers); err != nil {
+		return nil, errorf(errInvalidSpec, "RunMCP: %w", err)
 	}
-	b.home = h
-	agent, err := agentconf.Write(h.Path(), sandbox.SandboxHome, b.argv, servers)
-	if err != nil {
-		return spec, fmt.Errorf("write the agents' MCP configuration: %w", err)
+	for _, rs := range run {
+		if rs.Port == 0 {
+			continue
+		}
+		if err := ownsLoopbackListener(owner, rs.Port); err != nil {
+			return nil, errorf(errAccessDenied, "RunMCP %s: %w", rs.Name, err)
+		}
 	}
-	spec.TrustedEnv, spec.Home = agent.Env, h.Path()
-	if !req.Persistent {
-		spec.Argv = agent.Argv
-	}
-	return spec, nil
+	return servers, nil
 }
 
 // masksInside checks that every mask is of a file inside one of the

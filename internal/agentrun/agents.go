@@ -1,9 +1,4 @@
-// Package agentconf prepares a sandbox's private home for the coding
-// agents that may run in it: the MCP configuration of Claude Code, Codex
-// and OpenCode for the granted servers, tokens included
-// (clientconfig.AgentFiles), and what an agent needs beyond its files to
-// load it (Claude Code: --mcp-config=FILE), from a table keyed by agent.
-package agentconf
+package agentrun
 
 import (
 	"os"
@@ -20,8 +15,8 @@ import (
 // scripts that take one.
 const EnvMCPConfig = "SODA_MCP_CONFIG"
 
-// Setup is how a command runs with its grants.
-type Setup struct {
+// setup is how a command runs with its grants.
+type setup struct {
 	// Argv is the command line, adjusted for the agent it runs.
 	Argv []string
 	// Env holds the variables to add to the sandbox's trusted
@@ -45,34 +40,34 @@ var agents = map[string]agent{
 	"claude": {args: func(p string) []string { return []string{clientconfig.ClaudeMCPConfigArg(p)} }},
 }
 
-// Write writes the agents' MCP configuration for grants into home, a host
+// writeAgents writes the agents' MCP configuration for grants into home, a host
 // directory that the sandbox mounts as sandboxHome, and returns argv
 // adjusted for the agent it runs with the variables naming the file. With
 // no grants nothing is written and argv runs unchanged. Nothing written
 // can leave home, whatever home holds (the writes go through an os.Root).
-func Write(home, sandboxHome string, argv []string, grants []mcpgrant.Grant) (Setup, error) {
+func writeAgents(home, sandboxHome string, argv []string, grants []mcpgrant.Grant) (setup, error) {
 	if len(grants) == 0 {
-		return Setup{Argv: argv}, nil
+		return setup{Argv: argv}, nil
 	}
 	files, err := clientconfig.AgentFiles(mcpgrant.Entries(grants))
 	if err != nil {
-		return Setup{}, err
+		return setup{}, err
 	}
 	root, err := os.OpenRoot(home)
 	if err != nil {
-		return Setup{}, err
+		return setup{}, err
 	}
 	defer root.Close()
 	for _, f := range files {
 		if err := root.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-			return Setup{}, err
+			return setup{}, err
 		}
 		if err := root.WriteFile(f.Path, f.Data, 0o600); err != nil {
-			return Setup{}, err
+			return setup{}, err
 		}
 	}
 	mcpConfig := path.Join(sandboxHome, clientconfig.MCPConfigPath)
-	return Setup{Argv: agentArgv(argv, mcpConfig), Env: []string{EnvMCPConfig + "=" + mcpConfig}}, nil
+	return setup{Argv: agentArgv(argv, mcpConfig), Env: []string{EnvMCPConfig + "=" + mcpConfig}}, nil
 }
 
 // agentArgv is the command line of an agent granted MCP servers: what the

@@ -1,4 +1,4 @@
-package agentconf
+package agentrun
 
 import (
 	"os"
@@ -55,7 +55,7 @@ func TestAgentArgv(t *testing.T) {
 	}
 }
 
-func TestWrite(t *testing.T) {
+func TestWriteAgents(t *testing.T) {
 	tests := []struct {
 		name      string
 		argv      []string
@@ -70,7 +70,7 @@ func TestWrite(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			home := t.TempDir()
-			s, err := Write(home, sandboxHome, tt.argv, tt.grants)
+			s, err := writeAgents(home, sandboxHome, tt.argv, tt.grants)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,9 +104,9 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-// TestWriteStaysInHome: a home holding a symbolic link out of it (where
+// TestWriteAgentsStaysInHome: a home holding a symbolic link out of it (where
 // an agent's configuration goes) gets nothing written through the link.
-func TestWriteStaysInHome(t *testing.T) {
+func TestWriteAgentsStaysInHome(t *testing.T) {
 	home, outside := t.TempDir(), t.TempDir()
 	if err := os.Symlink(outside, filepath.Join(home, ".codex")); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestWriteStaysInHome(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "claude.json"), filepath.Join(home, ".claude.json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Write(home, sandboxHome, []string{"claude"}, grants); err == nil {
+	if _, err := writeAgents(home, sandboxHome, []string{"claude"}, grants); err == nil {
 		t.Error("Write followed a link out of the home without an error")
 	}
 	if es, _ := os.ReadDir(outside); len(es) != 0 {
