@@ -164,7 +164,9 @@ func (m manager) CreateSandbox(sender dbus.Sender, profileName string, argv []st
 	return id, path, busError(err)
 }
 
-// createSandbox is CreateSandbox.
+// createSandbox is CreateSandbox, in four phases: the request is read,
+// admitted (profile, polkit, the caller's access to its paths), given a
+// box within the daemon's limits, and started.
 func (d *Daemon) createSandbox(sender dbus.Sender, profileName string, argv []string, spec map[string]dbus.Variant,
 	fds map[string]dbus.Variant, opts map[string]dbus.Variant) (string, dbus.ObjectPath, error) {
 	// The fds are sodad's from here: closed on every path but the one
@@ -188,35 +190,73 @@ func (d *Daemon) createSandbox(sender dbus.Sender, profileName string, argv []st
 	if badFd != "" {
 		return "", "", errorf(errInvalidFd, "%s", badFd)
 	}
-	o, err := decodeOptions(opts)
+	cr, err := d.readCreate(argv, spec, files, opts)
 	if err != nil {
 		return "", "", err
 	}
-	req, err := decodeSpec(spec)
+	if err := d.admit(ctx, c, profileName, &cr); err != nil {
+		return "", "", err
+	}
+	b, err := d.register(c, cr)
 	if err != nil {
 		return "", "", err
+	}
+	if err := d.launch(b, cr, owned); err != nil {
+		d.discard(b)
+		return "", "", err
+	}
+	handed = true
+	return b.id, b.path, nil
+}
+
+// createRequest is a CreateSandbox call as it is read and admitted.
+type createRequest struct {
+	argv   []string
+	req    request
+	opts   options
+	st     streams
+	p      *profile.Profile // the profile, once admitted
+	eff    profile.Request  // the request narrowed to the profile
+	action string           // the polkit action that allowed it
+}
+
+// readCreate decodes and checks a CreateSandbox call's arguments, before
+// anything is looked up: its options, spec, argv and fds.
+func (d *Daemon) readCreate(argv []string, spec map[string]dbus.Variant, files map[string]*os.File, opts map[string]dbus.Variant) (createRequest, error) {
+	cr := createRequest{argv: argv}
+	var err error
+	if cr.opts, err = decodeOptions(opts); err != nil {
+		return cr, err
+	}
+	if cr.req, err = decodeSpec(spec); err != nil {
+		return cr, err
 	}
 	switch {
-	case req.Persistent && len(argv) > 0:
-		return "", "", errorf(errInvalidArgs, "argv: a persistent sandbox runs what Exec asks: pass an empty argv")
-	case req.Persistent && req.TTY:
-		return "", "", errorf(errInvalidSpec, "TTY: a persistent sandbox has no terminal of its own")
-	case !req.Persistent:
+	case cr.req.Persistent && len(argv) > 0:
+		return cr, errorf(errInvalidArgs, "argv: a persistent sandbox runs what Exec asks: pass an empty argv")
+	case cr.req.Persistent && cr.req.TTY:
+		return cr, errorf(errInvalidSpec, "TTY: a persistent sandbox has no terminal of its own")
+	case !cr.req.Persistent:
 		if err := decodeArgv(argv); err != nil {
-			return "", "", err
+			return cr, err
 		}
 	}
-	st, err := checkFds(files, req.TTY)
-	if err != nil {
-		return "", "", err
+	if cr.st, err = checkFds(files, cr.req.TTY); err != nil {
+		return cr, err
 	}
 	d.mu.Lock()
 	draining := d.draining
 	d.mu.Unlock()
 	if draining {
-		return "", "", errorf(errDraining, "sodad is stopping: no new sandboxes")
+		return cr, errorf(errDraining, "sodad is stopping: no new sandboxes")
 	}
+	return cr, nil
+}
 
+// admit decides whether caller c may have cr: its profile, polkit's
+// answer for the action that the request needs, the caller's own access
+// to the paths it asks for, per-run servers, and masks inside the grants.
+func (d *Daemon) admit(ctx context.Context, c caller, profileName string, cr *createRequest) error {
 	p, perr := profile.Load(d.cfg.ProfileDir, profileName)
 	if perr != nil {
 		d.log.Warn("CreateSandbox: profile", "profile", profileName, "caller_uid", c.UID, "err", perr)
@@ -224,51 +264,58 @@ func (d *Daemon) createSandbox(sender dbus.Sender, profileName string, argv []st
 		if c.UID == 0 {
 			msg += ": " + perr.Error()
 		}
-		return "", "", errorf(errNoSuchProfile, "%s", msg)
+		return errorf(errNoSuchProfile, "%s", msg)
 	}
-	eff, action, details, err := decideCreate(p, c, req.Request)
+	eff, action, details, err := decideCreate(p, c, cr.req.Request)
 	if err != nil {
-		return "", "", err
+		return err
 	}
 	var refused error
 	if action == sodadapi.ActionBeyondProfile && details["excess"] != "" {
 		refused = errorf(errExceedsProfile, "%s; polkit refused %s", details["excess"], sodadapi.ActionBeyondProfile)
 	}
-	if err := d.authz.check(ctx, c, action, details, o.Interactive, refused); err != nil {
-		return "", "", err
+	if err := d.authz.check(ctx, c, action, details, cr.opts.Interactive, refused); err != nil {
+		return err
 	}
 	if err := callerMayAccess(c, eff.ReadWrite, true); err != nil {
-		return "", "", err
+		return err
 	}
 	if err := callerMayAccess(c, eff.ReadOnly, false); err != nil {
-		return "", "", err
+		return err
 	}
-	if len(req.RunMCP) > 0 {
+	if len(cr.req.RunMCP) > 0 {
 		if !p.PerRunMCP {
-			return "", "", errorf(errAccessDenied, "profile %s does not allow per-run MCP servers (RunMCP): an administrator allows them with PerRunMCP=yes in its [Grants] section", p.Name)
+			return errorf(errAccessDenied, "profile %s does not allow per-run MCP servers (RunMCP): an administrator allows them with PerRunMCP=yes in its [Grants] section", p.Name)
 		}
-		if st.Life == nil {
-			return "", "", errorf(errInvalidFd, "fd life: RunMCP needs the read end of a pipe that the caller holds open while it runs its servers")
+		if cr.st.Life == nil {
+			return errorf(errInvalidFd, "fd life: RunMCP needs the read end of a pipe that the caller holds open while it runs its servers")
 		}
 	}
-	if err := masksInside(req.Masks, slices.Concat(eff.ReadWrite, eff.ReadOnly)); err != nil {
-		return "", "", err
+	if err := masksInside(cr.req.Masks, slices.Concat(eff.ReadWrite, eff.ReadOnly)); err != nil {
+		return err
 	}
+	cr.p, cr.eff, cr.action = p, eff, action
+	return nil
+}
 
-	id := newID(p.Name)
-	b := &box{d: d, id: id, path: sodadapi.SandboxPath(id), owner: c.UID, profile: p.Name, unit: "soda-sandbox-" + id + ".scope",
-		created: time.Now(), argv: slices.Clone(argv), audit: newAuditRing(auditKeep),
-		alog: auditsink.NewLog(d.journal.With("owner_uid", c.UID)), noNetwork: eff.NoNetwork,
-		mcp: slices.Clone(eff.MCP), perRun: len(req.RunMCP) > 0}
-	for _, g := range eff.Allow {
+// register makes the box of an admitted request and counts it among the
+// daemon's sandboxes, unless that would pass the daemon's limits (in all,
+// and per user).
+func (d *Daemon) register(c caller, cr createRequest) (*box, error) {
+	id := newID(cr.p.Name)
+	b := &box{d: d, id: id, path: sodadapi.SandboxPath(id), owner: c.UID, profile: cr.p.Name, unit: "soda-sandbox-" + id + ".scope",
+		created: time.Now(), argv: slices.Clone(cr.argv), audit: newAuditRing(auditKeep),
+		alog: auditsink.NewLog(d.journal.With("owner_uid", c.UID)), noNetwork: cr.eff.NoNetwork,
+		mcp: slices.Clone(cr.eff.MCP), perRun: len(cr.req.RunMCP) > 0}
+	for _, g := range cr.eff.Allow {
 		if g.Private {
 			b.allowPrivate = append(b.allowPrivate, g)
 		} else {
 			b.allow = append(b.allow, g)
 		}
 	}
-	// Limits and admission, under the lock.
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	total, mine := 0, 0
 	for _, x := range d.boxes {
 		if !x.ended() {
@@ -279,65 +326,70 @@ func (d *Daemon) createSandbox(sender dbus.Sender, profileName string, argv []st
 		}
 	}
 	if total >= d.cfg.MaxSandboxes || mine >= d.cfg.MaxPerUser {
-		d.mu.Unlock()
-		return "", "", errorf(errTooManySandboxes, "%d sandboxes run (%d of uid %d); at most %d, %d per user", total, mine, c.UID, d.cfg.MaxSandboxes, d.cfg.MaxPerUser)
+		return nil, errorf(errTooManySandboxes, "%d sandboxes run (%d of uid %d); at most %d, %d per user", total, mine, c.UID, d.cfg.MaxSandboxes, d.cfg.MaxPerUser)
 	}
 	d.boxes[id] = b
-	d.mu.Unlock()
-	fail := func(e error) (string, dbus.ObjectPath, error) {
-		d.mu.Lock()
-		delete(d.boxes, id)
-		d.mu.Unlock()
-		if b.props != nil {
-			b.unexport(d.conn)
-		}
-		if b.home != nil {
-			_ = b.home.Remove()
-		}
-		_ = d.store.Remove(id)
-		return "", "", e
-	}
+	return b, nil
+}
 
-	sspec, err := d.buildSpec(b, eff, req, st)
+// discard undoes what register and a failed launch made of b: its place
+// among the daemon's boxes, its bus object, its home and its record.
+func (d *Daemon) discard(b *box) {
+	d.mu.Lock()
+	delete(d.boxes, b.id)
+	d.mu.Unlock()
+	if b.props != nil {
+		b.unexport(d.conn)
+	}
+	if b.home != nil {
+		_ = b.home.Remove()
+	}
+	_ = d.store.Remove(b.id)
+}
+
+// launch builds b's sandbox (agentrun), exports its object, records it
+// and starts it; from then on the sandbox owns the fds (owned).
+func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File) error {
+	eff := cr.eff
+	sspec, err := d.buildSpec(b, eff, cr.req, cr.st)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	limits := map[string]uint64{"MemoryMax": uint64(eff.Limits.MemoryMax), "TasksMax": uint64(eff.Limits.TasksMax),
 		"CPUQuotaPercent": eff.Limits.CPUPercent, "CPUWeight": eff.Limits.CPUWeight, "TimeoutUSec": uint64(eff.Limits.Timeout / time.Microsecond),
 		"TmpSize": uint64(eff.Limits.TmpSize), "HomeSize": uint64(eff.Limits.HomeSize)}
-	if req.Persistent {
+	if cr.req.Persistent {
 		limits["WorkspaceSize"] = uint64(eff.Limits.WorkspaceSize)
 	}
 	b.rw, b.ro, b.limits = eff.ReadWrite, eff.ReadOnly, limits
-	if e := b.export(d.conn, b.propMap(eff, limits)); e != nil {
-		return fail(e)
+	if err := b.export(d.conn, b.propMap(eff, limits)); err != nil {
+		return err
 	}
-	if e := d.store.Write(b.record()); e != nil {
-		return fail(e)
+	if err := d.store.Write(b.record()); err != nil {
+		return err
 	}
-	d.journal.Info("sandbox create", "sandbox", id, "owner_uid", c.UID, "profile", p.Name, "unit", b.unit, "action", action, "argv", strings.Join(argv, " "))
-	sb, e := d.engine.Start(d.run, sspec)
-	if e != nil {
-		d.journal.Warn("sandbox did not start", "sandbox", id, "owner_uid", c.UID, "err", e)
+	d.journal.Info("sandbox create", "sandbox", b.id, "owner_uid", b.owner, "profile", b.profile, "unit", b.unit, "action", cr.action, "argv", strings.Join(cr.argv, " "))
+	sb, err := d.engine.Start(d.run, sspec)
+	if err != nil {
+		d.journal.Warn("sandbox did not start", "sandbox", b.id, "owner_uid", b.owner, "err", err)
 		var ce *sandbox.CommandError
-		if errors.As(e, &ce) {
-			return fail(fmt.Errorf("start %s (exit status %d): %w", argv[0], ce.Code, e))
+		if errors.As(err, &ce) {
+			return fmt.Errorf("start %s (exit status %d): %w", cr.argv[0], ce.Code, err)
 		}
-		return fail(fmt.Errorf("start the sandbox: %w", e))
+		return fmt.Errorf("start the sandbox: %w", err)
 	}
-	handed = true
 	b.mu.Lock()
 	b.files = owned
 	b.sb = sb
 	b.mu.Unlock()
-	if st.Life != nil {
-		go b.watchLife(st.Life)
+	if cr.st.Life != nil {
+		go b.watchLife(cr.st.Life)
 	}
 	d.live.Add(1)
 	b.props.SetMust(sodadapi.SandboxInterface, "State", "running")
-	_ = d.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxNew", id, b.path)
+	_ = d.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxNew", b.id, b.path)
 	go b.wait()
-	return id, b.path, nil
+	return nil
 }
 
 // decideCreate narrows the request to the profile and says which polkit
