@@ -198,39 +198,11 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 		req.Stdio.Life = lifeR
 	}
 
-	// On a terminal the command gets a pty whose master sodactl keeps (as
-	// systemd-run --pty): keys go in raw, window sizes follow SIGWINCH.
-	var master *os.File
-	var restore []func() error
-	defer func() {
-		for i := len(restore) - 1; i >= 0; i-- {
-			_ = restore[i]()
-		}
-	}()
-	if sandbox.IsTerminal(os.Stdin) {
-		m, slave, err := sodadclient.OpenPTY()
-		if err != nil {
-			return exitSandbox, err
-		}
-		defer m.Close()
-		defer slave.Close()
-		master, req.Stdio.TTY = m, slave
-		_ = sodadclient.CopyWindowSize(master, os.Stdin)
-		for _, f := range []*os.File{out, os.Stderr} {
-			if sandbox.IsTerminal(f) {
-				if r, err := sandbox.SaveTerminal(f); err == nil {
-					restore = append(restore, r)
-				}
-			}
-		}
-		r, err := sandbox.MakeRaw(os.Stdin)
-		if err != nil {
-			return exitSandbox, err
-		}
-		restore = append(restore, r)
-	} else {
-		req.Stdio = sodadclient.Stdio{Stdin: os.Stdin, Stdout: out, Stderr: fileOr(stderr, os.Stderr), Life: req.Stdio.Life}
+	master, restore, err := sodadTerminal(&req, out, stderr)
+	if err != nil {
+		return exitSandbox, err
 	}
+	defer restore()
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
@@ -247,9 +219,59 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 	}, stderr)
 	defer endWatch()
 
-	var relayed <-chan struct{}
 	if master != nil {
 		req.Stdio.TTY.Close() // sodad holds it now; master reads EIO once the command lets go
+	}
+	return waitViaSodad(ctx, sb, master, sigs, ro, spec.Argv[0], out, stderr, log)
+}
+
+// sodadTerminal sets up req's standard streams: on a terminal, a pty
+// whose master sodactl keeps (as systemd-run --pty does), the caller's
+// terminal raw so that keys go in unchanged, window sizes following;
+// else the caller's own streams. restore puts every terminal's settings
+// back and closes the pty's ends that sodactl holds.
+func sodadTerminal(req *sodadclient.Request, out *os.File, stderr io.Writer) (master *os.File, restore func(), err error) {
+	var undo []func() error
+	restore = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			_ = undo[i]()
+		}
+	}
+	if !sandbox.IsTerminal(os.Stdin) {
+		req.Stdio = sodadclient.Stdio{Stdin: os.Stdin, Stdout: out, Stderr: fileOr(stderr, os.Stderr), Life: req.Stdio.Life}
+		return nil, restore, nil
+	}
+	m, slave, err := sodadclient.OpenPTY()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Closed last, after the terminals' settings are back (undo runs in
+	// reverse).
+	undo = append(undo, m.Close, slave.Close)
+	master, req.Stdio.TTY = m, slave
+	_ = sodadclient.CopyWindowSize(master, os.Stdin)
+	for _, f := range []*os.File{out, os.Stderr} {
+		if sandbox.IsTerminal(f) {
+			if r, err := sandbox.SaveTerminal(f); err == nil {
+				undo = append(undo, r)
+			}
+		}
+	}
+	r, err := sandbox.MakeRaw(os.Stdin)
+	if err != nil {
+		restore()
+		return nil, nil, err
+	}
+	undo = append(undo, r)
+	return master, restore, nil
+}
+
+// waitViaSodad relays the pty (master, when there is one) and the
+// caller's signals to sandbox sb, waits for its command and returns its
+// exit status, saying why when sodad stopped it (name is the command).
+func waitViaSodad(ctx context.Context, sb *sodadclient.Sandbox, master *os.File, sigs <-chan os.Signal, ro *runOptions, name string, out *os.File, stderr io.Writer, log *slog.Logger) (int, error) {
+	var relayed <-chan struct{}
+	if master != nil {
 		relayed = sodadclient.Relay(master, os.Stdin, out)
 	}
 	go func() {
@@ -277,9 +299,9 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 	}
 	switch exit.Result {
 	case "timeout":
-		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", spec.Argv[0], ro.timeout)
+		fmt.Fprintf(stderr, "sodactl: %s stopped after --timeout %s\n", name, ro.timeout)
 	case "oom-kill":
-		fmt.Fprintf(stderr, "sodactl: %s was killed for want of memory (sandbox %s)\n", spec.Argv[0], sb.ID)
+		fmt.Fprintf(stderr, "sodactl: %s was killed for want of memory (sandbox %s)\n", name, sb.ID)
 	case "supervisor-lost":
 		return exitSandbox, fmt.Errorf("sandbox %s: sodad lost it before its command's exit status was known", sb.ID)
 	}
