@@ -16,6 +16,8 @@
 #   make bench-sessions persistent sandbox sessions against a cold sodactl run
 #   make bench-validate soda-validated over HTTP against shellcheck directly
 #   make bench-conformance  the MCP conformance runner, reference vs soda-mcpd
+#   make bench-compare BEFORE=REV  this checkout against REV on soda's figures of
+#                   bench, bench-sandbox and bench-sessions, in one run
 #   make man        render man pages
 
 GO      ?= go
@@ -28,7 +30,7 @@ EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dis
 # Linux stays in _linux.go files and every package that only describes,
 # requests or audits sandboxes type-checks on other systems.
 
-.PHONY: all build build-note test check fuzz test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance man clean
+.PHONY: all build build-note test check fuzz test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance bench-compare man clean
 
 # The man pages need nothing the binaries do not: go-md2man comes from the
 # Go module proxy as the product's modules do (tools/go.mod).
@@ -171,6 +173,12 @@ bench-metrics:
 # and behind soda-mcpd; needs CONFORMANCE_SERVER (see bench/conformance.sh).
 bench-conformance:
 	bash bench/conformance.sh
+
+# This checkout ("after") against BEFORE (a git revision, built in a temporary
+# worktree) on soda's own figures of bench, bench-sandbox (root) and
+# bench-sessions, ROUNDS rounds in alternating order; knobs in bench/compare.sh.
+bench-compare:
+	BEFORE='$(BEFORE)' bash bench/compare.sh
 
 man: $(MANS)
 

@@ -117,22 +117,18 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	lim, direct, verbose, profileName, allow, tasks := so.lim, so.direct, so.verbose, so.profile, so.allow, so.tasks
-	quota, memory, tmpSize, homeSize, degraded := so.quota, so.memory, so.tmpSize, so.homeSize, so.degraded
 	if len(pos) > 0 {
 		return usagef("sodactl sandbox mcp", "unexpected argument %q", pos[0])
 	}
-	if direct == (profileName != "") {
+	if so.direct == (so.profile != "") {
 		return usagef("sodactl sandbox mcp", "give --profile NAME (sandboxes of sodad) or --direct (sandboxes in this process)")
 	}
-	if lim.MaxSessions < 1 || lim.IdleExpiry <= 0 || lim.ExecTimeout <= 0 {
-		return usagef("sodactl sandbox mcp", "--max-sandboxes, --idle-expiry and --exec-timeout must be positive")
-	}
-	if lim.Quota, err = parseSize(quota); err != nil || lim.Quota < 1<<20 {
-		return usagef("sodactl sandbox mcp", "--quota %q: want a size of at least 1M (e.g. 512M, 2G)", quota)
+	tmpl, err := so.template()
+	if err != nil {
+		return err
 	}
 	level := slog.LevelInfo
-	if verbose {
+	if so.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -141,96 +137,24 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		journal = slog.New(systemd.NewJournalHandler(slog.LevelInfo))
 	}
 
-	tmpl := sandbox.Spec{NoNetwork: len(allow) == 0}
-	for _, a := range allow {
-		g, err := egress.ParseGrant(a, false)
-		if err != nil {
-			return usagef("sodactl sandbox mcp", "--allow %s: %v", a, err)
-		}
-		tmpl.Egress.Allow = append(tmpl.Egress.Allow, g)
-	}
-	if tmpl.Limits.MemoryMax, err = parseSize(memory); err != nil {
-		return usagef("sodactl sandbox mcp", "--memory: %v", err)
-	}
-	tmpl.Limits.TasksMax = tasks
-	if tmpl.Limits.TmpSize, err = parseSize(tmpSize); err != nil || tmpl.Limits.TmpSize < 1<<20 {
-		return usagef("sodactl sandbox mcp", "--tmp-size %q: want a size of at least 1M", tmpSize)
-	}
-	if tmpl.Limits.HomeSize, err = parseSize(homeSize); err != nil || tmpl.Limits.HomeSize < 1<<20 {
-		return usagef("sodactl sandbox mcp", "--home-size %q: want a size of at least 1M", homeSize)
-	}
-	if err := checkStoreDir(lim.StoreDir); err != nil {
-		return usagef("sodactl sandbox mcp", "--store-dir: %v", err)
-	}
-	if degraded != "" {
-		if tmpl.AllowDegraded, err = sandbox.ParseLayers(degraded); err != nil {
-			return usagef("sodactl sandbox mcp", "--allow-degraded: %v", err)
-		}
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	var mgr *session.Manager
 	mode := "direct"
-	if profileName != "" {
+	var mgr *session.Manager
+	var closeBackend func()
+	if so.profile != "" {
 		mode = "sodad"
-		c, err := sodadclient.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if ok, err := c.Available(ctx); err != nil || !ok {
-			return fmt.Errorf("sodad is not on the system bus (%v): install or start sodad.service, or run with --direct", err)
-		}
-		if degraded != "" {
-			return usagef("sodactl sandbox mcp", "--allow-degraded is sodad's to decide (the profile), not the caller's")
-		}
-		// The profile's allow-list, unless --allow narrows it; no MCP
-		// servers (a session runs commands, not an agent).
-		spec := sodadclient.Spec{MCP: []string{}, MemoryMax: uint64(tmpl.Limits.MemoryMax), TasksMax: uint64(tasks)}
-		// The sizes of /tmp and the home are the profile's unless given:
-		// a request above its ceilings would be refused.
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "tmp-size":
-				spec.TmpSize = uint64(tmpl.Limits.TmpSize)
-			case "home-size":
-				spec.HomeSize = uint64(tmpl.Limits.HomeSize)
-			}
-		})
-		if len(allow) > 0 {
-			spec.Allow, spec.AllowPrivate = []string{}, []string{}
-			for _, g := range tmpl.Egress.Allow {
-				spec.Allow = append(spec.Allow, g.String())
-			}
-		}
-		mgr = session.NewManager(&session.Sodad{Client: c, Profile: profileName, Spec: spec}, lim, log, journal)
+		mgr, closeBackend, err = so.sodadSessions(ctx, fs, tmpl, log, journal)
 	} else {
-		ecfg := sandbox.Detect()
-		ecfg.Log = log
-		ecfg.Audit = func(r sandbox.Record) {
-			if r.Event == "egress" && r.Egress != nil && mgr != nil {
-				mgr.Egress(r.Sandbox, r.Egress.Target, r.Egress.Decision, r.Egress.Reason)
-			}
-		}
-		if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
-			return err
-		}
-		engine, err := sandbox.New(ecfg)
-		if err != nil {
-			return err
-		}
-		defer engine.Close()
-		mgr = session.NewManager(&session.Direct{Engine: engine, Template: tmpl}, lim, log, journal)
-
-		go func() {
-			if removed, err := engine.SweepLeftovers(ctx); err != nil {
-				log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
-			}
-		}()
+		mgr, closeBackend, err = so.directSessions(ctx, tmpl, log, journal)
 	}
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	server := sessionmcp.NewServer(mgr, mode, version.Version)
-	log.Info("sandbox MCP server ready", "backend", mode, "profile", profileName, "max_sandboxes", lim.MaxSessions, "quota", lim.Quota,
+	lim := so.lim
+	log.Info("sandbox MCP server ready", "backend", mode, "profile", so.profile, "max_sandboxes", lim.MaxSessions, "quota", lim.Quota,
 		"tmp_size", tmpl.Limits.TmpSize, "home_size", tmpl.Limits.HomeSize, "store_dir", lim.StoreDir,
 		"idle_expiry", lim.IdleExpiry, "exec_timeout", lim.ExecTimeout, "network", !tmpl.NoNetwork)
 	// stdiorpc answers a malformed frame and goes on: one bad line must
@@ -243,6 +167,116 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		return fmt.Errorf("sandbox MCP server: %w", err)
 	}
 	return nil
+}
+
+// template checks the session limits of the command line (so.lim gets
+// its quota) and returns the sandbox every session starts from: its
+// egress, limits and the layers it may run without. Its errors are usage
+// errors.
+func (so *sessionOptions) template() (sandbox.Spec, error) {
+	lim := &so.lim
+	var err error
+	if lim.MaxSessions < 1 || lim.IdleExpiry <= 0 || lim.ExecTimeout <= 0 {
+		return sandbox.Spec{}, usagef("sodactl sandbox mcp", "--max-sandboxes, --idle-expiry and --exec-timeout must be positive")
+	}
+	if lim.Quota, err = parseSize(so.quota); err != nil || lim.Quota < 1<<20 {
+		return sandbox.Spec{}, usagef("sodactl sandbox mcp", "--quota %q: want a size of at least 1M (e.g. 512M, 2G)", so.quota)
+	}
+	tmpl := sandbox.Spec{NoNetwork: len(so.allow) == 0}
+	for _, a := range so.allow {
+		g, err := egress.ParseGrant(a, false)
+		if err != nil {
+			return sandbox.Spec{}, usagef("sodactl sandbox mcp", "--allow %s: %v", a, err)
+		}
+		tmpl.Egress.Allow = append(tmpl.Egress.Allow, g)
+	}
+	if tmpl.Limits.MemoryMax, err = parseSize(so.memory); err != nil {
+		return sandbox.Spec{}, usagef("sodactl sandbox mcp", "--memory: %v", err)
+	}
+	tmpl.Limits.TasksMax = so.tasks
+	if tmpl.Limits.TmpSize, err = parseSize(so.tmpSize); err != nil || tmpl.Limits.TmpSize < 1<<20 {
+		return sandbox.Spec{}, usagef("sodactl sandbox mcp", "--tmp-size %q: want a size of at least 1M", so.tmpSize)
+	}
+	if tmpl.Limits.HomeSize, err = parseSize(so.homeSize); err != nil || tmpl.Limits.HomeSize < 1<<20 {
+		return sandbox.Spec{}, usagef("sodactl sandbox mcp", "--home-size %q: want a size of at least 1M", so.homeSize)
+	}
+	if err := checkStoreDir(lim.StoreDir); err != nil {
+		return sandbox.Spec{}, usagef("sodactl sandbox mcp", "--store-dir: %v", err)
+	}
+	if so.degraded != "" {
+		if tmpl.AllowDegraded, err = sandbox.ParseLayers(so.degraded); err != nil {
+			return sandbox.Spec{}, usagef("sodactl sandbox mcp", "--allow-degraded: %v", err)
+		}
+	}
+	return tmpl, nil
+}
+
+// sodadSessions is the session manager whose sandboxes are sodad's, from
+// so.profile, within tmpl's limits and allow-list where the command line
+// gave them (fs tells which it did); done closes the bus connection.
+func (so *sessionOptions) sodadSessions(ctx context.Context, fs *flag.FlagSet, tmpl sandbox.Spec, log, journal *slog.Logger) (mgr *session.Manager, done func(), err error) {
+	c, err := sodadclient.Connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok, err := c.Available(ctx); err != nil || !ok {
+		c.Close()
+		return nil, nil, fmt.Errorf("sodad is not on the system bus (%v): install or start sodad.service, or run with --direct", err)
+	}
+	if so.degraded != "" {
+		c.Close()
+		return nil, nil, usagef("sodactl sandbox mcp", "--allow-degraded is sodad's to decide (the profile), not the caller's")
+	}
+	// The profile's allow-list, unless --allow narrows it; no MCP
+	// servers (a session runs commands, not an agent).
+	spec := sodadclient.Spec{MCP: []string{}, MemoryMax: uint64(tmpl.Limits.MemoryMax), TasksMax: uint64(so.tasks)}
+	// The sizes of /tmp and the home are the profile's unless given:
+	// a request above its ceilings would be refused.
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "tmp-size":
+			spec.TmpSize = uint64(tmpl.Limits.TmpSize)
+		case "home-size":
+			spec.HomeSize = uint64(tmpl.Limits.HomeSize)
+		}
+	})
+	if len(so.allow) > 0 {
+		spec.Allow, spec.AllowPrivate = []string{}, []string{}
+		for _, g := range tmpl.Egress.Allow {
+			spec.Allow = append(spec.Allow, g.String())
+		}
+	}
+	mgr = session.NewManager(&session.Sodad{Client: c, Profile: so.profile, Spec: spec}, so.lim, log, journal)
+	return mgr, func() { c.Close() }, nil
+}
+
+// directSessions is the session manager whose sandboxes this process
+// builds, from tmpl, with an engine of its own (what killed sandboxes
+// left is swept meanwhile); done closes the engine.
+func (so *sessionOptions) directSessions(ctx context.Context, tmpl sandbox.Spec, log, journal *slog.Logger) (mgr *session.Manager, done func(), err error) {
+	ecfg := sandbox.Detect()
+	ecfg.Log = log
+	// The engine's egress records go to the session whose sandbox made
+	// them; mgr is set before any sandbox starts.
+	ecfg.Audit = func(r sandbox.Record) {
+		if r.Event == "egress" && r.Egress != nil && mgr != nil {
+			mgr.Egress(r.Sandbox, r.Egress.Target, r.Egress.Decision, r.Egress.Reason)
+		}
+	}
+	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
+		return nil, nil, err
+	}
+	engine, err := sandbox.New(ecfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	mgr = session.NewManager(&session.Direct{Engine: engine, Template: tmpl}, so.lim, log, journal)
+	go func() {
+		if removed, err := engine.SweepLeftovers(ctx); err != nil {
+			log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
+		}
+	}()
+	return mgr, func() { engine.Close() }, nil
 }
 
 // checkStoreDir checks that dir can hold the baselines: a directory where
