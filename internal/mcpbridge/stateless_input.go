@@ -451,7 +451,37 @@ func refuseChild(s *Session, m message, msg string) {
 
 // run drives one call: rd is the POST that started it.
 func (c *inputCall) run(rd *inputRound) {
-	im, s := c.im, c.s
+	r := c.newCallRun(rd)
+	defer r.stopTimers()
+	defer func() { c.finish(r.held, r.reason) }()
+	for r.step() {
+	}
+}
+
+// callRun is the state of inputCall.run, owned by its goroutine: the POST
+// the call answers now, the child's requests held for the client, and the
+// call's timers.
+type callRun struct {
+	c      *inputCall
+	cur    *inputRound // the POST waiting on the call; nil while it is held
+	held   []heldInput
+	final  []byte // the child's answer, come while no POST waited
+	serial int    // numbers the inputRequests keys
+	reason string // why the call ends early; finish cancels it in the child
+
+	gatherFor   time.Duration
+	ttl         time.Duration
+	callTimeout time.Duration
+	idle        *time.Timer // a waiting POST heard nothing for callTimeout
+	gather      *time.Timer // the wait for more requests of the child before asking
+	gathering   bool
+	expiry      *time.Timer // the client's follow-up is overdue (ttl)
+}
+
+// newCallRun reads the call's bounds and starts its idle timer; the gather
+// and expiry timers start stopped.
+func (c *inputCall) newCallRun(rd *inputRound) *callRun {
+	im := c.im
 	im.mu.Lock()
 	gatherFor, ttl := im.gather, im.ttl
 	im.mu.Unlock()
@@ -459,159 +489,217 @@ func (c *inputCall) run(rd *inputRound) {
 	if callTimeout <= 0 {
 		callTimeout = 5 * time.Minute
 	}
-	var (
-		cur    = rd
-		held   []heldInput
-		final  []byte // the child's answer, come while no POST waited
-		serial int
-	)
-	idle := time.NewTimer(callTimeout)
-	defer idle.Stop()
-	gather := time.NewTimer(time.Hour)
-	gather.Stop()
-	gathering := false
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
-	defer gather.Stop()
-	defer expiry.Stop()
-
-	reason := ""
-	defer func() { c.finish(held, reason) }()
-
-	unhold := func(i int) {
-		h := held[i]
-		held = append(held[:i], held[i+1:]...)
-		im.mu.Lock()
-		delete(im.held, h.childKey)
-		c.nheld--
-		c.heldBytes -= h.size
-		im.mu.Unlock()
+	r := &callRun{
+		c: c, cur: rd, gatherFor: gatherFor, ttl: ttl, callTimeout: callTimeout,
+		idle: time.NewTimer(callTimeout), gather: time.NewTimer(time.Hour), expiry: time.NewTimer(time.Hour),
 	}
-	send := func(raw []byte, last bool) bool {
-		select {
-		case cur.ev <- roundEvent{raw: raw, last: last}:
-			return true
-		case <-cur.gone:
+	r.gather.Stop()
+	r.expiry.Stop()
+	return r
+}
+
+// stopTimers stops the call's timers when run returns.
+func (r *callRun) stopTimers() {
+	r.expiry.Stop()
+	r.gather.Stop()
+	r.idle.Stop()
+}
+
+// step waits for the next event of the call and handles it. It reports
+// whether the call goes on.
+func (r *callRun) step() bool {
+	c, s := r.c, r.c.s
+	var gone <-chan struct{}
+	if r.cur != nil {
+		gone = r.cur.gone
+	}
+	select {
+	case it := <-c.st.ch:
+		return r.childMessage(it)
+	case h := <-c.reqs:
+		r.hold(h)
+	case id := <-c.cancels:
+		r.cancelHeld(id)
+	case <-r.gather.C:
+		r.gathering = false
+		if r.cur != nil && len(r.held) > 0 && !r.ask() {
+			r.reason = "client disconnected"
 			return false
 		}
+	case nr := <-c.join:
+		return r.join(nr)
+	case <-gone:
+		r.reason = "client disconnected"
+		return false
+	case <-r.idle.C:
+		return r.idleTimeout()
+	case <-r.expiry.C:
+		r.reason = fmt.Sprintf("soda-mcpd: the client did not send the input within %s", r.ttl)
+		s.log.Info("input request expired", "after", r.ttl.String(), "inputs", len(r.held))
+		return false
+	case <-s.dead:
+		if r.cur != nil {
+			r.send(errorResponseID(r.cur.id, codeServerGone, s.goneMessage(), nil), true)
+		}
+		return false
 	}
-	// ask answers the current POST with the held requests and a new state
-	// and holds the call. If too many calls are held, the child's requests
-	// are refused instead and the POST goes on waiting for the result.
-	ask := func() bool {
-		token := rand.Text()
-		im.mu.Lock()
-		if len(im.states) >= im.maxCalls {
-			max := im.maxCalls
-			im.mu.Unlock()
-			im.b.log.Warn("limit hit", logevent.LimitHit, "limit", "input_calls", "max", max)
-			for len(held) > 0 {
-				msg := fmt.Sprintf("%s is not available: %d stateless calls already wait for input", held[0].method, max)
-				if err := s.write(errorResponseID(held[0].childID, codeMethodNotFound, msg, nil)); err != nil {
-					s.log.Debug("refuse server request", "err", err)
-				}
-				unhold(0)
-			}
+	return true
+}
+
+// childMessage passes a message of the child for the call on to the
+// waiting POST. The call's answer ends the call, or, while the call is
+// held, is kept for the follow-up. It reports whether the call goes on.
+func (r *callRun) childMessage(it item) bool {
+	if it.respID == r.c.key {
+		if r.cur == nil {
+			r.final = it.raw
 			return true
 		}
-		im.states[token] = c
-		c.token = token
-		c.running = false
-		im.mu.Unlock()
-		ok := send(inputRequiredResponse(cur.id, held, token), true)
-		cur = nil
-		idle.Stop()
-		expiry.Reset(ttl)
-		return ok
+		r.send(completeResponse(it.raw, r.cur.id, r.c.method), true)
+		return false
 	}
-	for {
-		var gone <-chan struct{}
-		if cur != nil {
-			gone = cur.gone
+	if r.cur != nil && it.raw != nil {
+		r.send(it.raw, false)
+		r.idle.Reset(r.callTimeout)
+	}
+	return true
+}
+
+// hold keeps a request of the child for the client and, if a POST waits,
+// starts gathering the requests that come with it before asking.
+func (r *callRun) hold(h heldInput) {
+	r.serial++
+	h.key = "input-" + strconv.Itoa(r.serial)
+	r.held = append(r.held, h)
+	if r.cur != nil && !r.gathering {
+		r.gathering = true
+		r.gather.Reset(r.gatherFor)
+	}
+}
+
+// cancelHeld forgets the held request the child cancelled.
+func (r *callRun) cancelHeld(childKey string) {
+	for i := range r.held {
+		if r.held[i].childKey == childKey {
+			r.unhold(i)
+			break
 		}
-		select {
-		case it := <-c.st.ch:
-			if it.respID == c.key {
-				if cur == nil {
-					final = it.raw
-					continue
-				}
-				send(completeResponse(it.raw, cur.id, c.method), true)
-				return
-			}
-			if cur != nil && it.raw != nil {
-				send(it.raw, false)
-				idle.Reset(callTimeout)
-			}
-		case h := <-c.reqs:
-			serial++
-			h.key = "input-" + strconv.Itoa(serial)
-			held = append(held, h)
-			if cur != nil && !gathering {
-				gathering = true
-				gather.Reset(gatherFor)
-			}
-		case id := <-c.cancels:
-			for i := range held {
-				if held[i].childKey == id {
-					unhold(i)
-					break
-				}
-			}
-		case <-gather.C:
-			gathering = false
-			if cur != nil && len(held) > 0 && !ask() {
-				reason = "client disconnected"
-				return
-			}
-		case nr := <-c.join:
-			expiry.Stop()
-			im.mu.Lock()
-			c.running = true
-			im.mu.Unlock()
-			cur = nr
-			idle.Reset(callTimeout)
-			if final != nil {
-				send(completeResponse(final, cur.id, c.method), true)
-				return
-			}
-			for i := 0; i < len(held); {
-				resp, ok := nr.responses[held[i].key]
-				if !ok {
-					i++
-					continue
-				}
-				msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, held[i].childID, compactLine(resp))
-				if err := s.write(msg); err != nil {
-					s.end("MCP server stopped reading its input: " + err.Error())
-				}
-				unhold(i)
-			}
-			if len(held) > 0 && !ask() { // responses missing: ask again for the rest
-				reason = "client disconnected"
-				return
-			}
-		case <-gone:
-			reason = "client disconnected"
-			return
-		case <-idle.C:
-			if cur == nil {
-				continue
-			}
-			reason = fmt.Sprintf("soda-mcpd: no answer within %s", callTimeout)
-			im.b.log.Warn("limit hit", logevent.LimitHit, "limit", "call_timeout", "timeout", callTimeout.String(), "session", s.ID[:8], "requests", 1)
-			send(errorResponseID(cur.id, codeTimeout, fmt.Sprintf("the MCP server did not answer within %s; the request was cancelled", callTimeout), nil), true)
-			return
-		case <-expiry.C:
-			reason = fmt.Sprintf("soda-mcpd: the client did not send the input within %s", ttl)
-			s.log.Info("input request expired", "after", ttl.String(), "inputs", len(held))
-			return
-		case <-s.dead:
-			if cur != nil {
-				send(errorResponseID(cur.id, codeServerGone, s.goneMessage(), nil), true)
-			}
-			return
+	}
+}
+
+// join takes the client's follow-up nr: the call runs again, the child's
+// held requests get the client's responses, and those left without one
+// are asked again. It reports whether the call goes on.
+func (r *callRun) join(nr *inputRound) bool {
+	c := r.c
+	r.expiry.Stop()
+	c.im.mu.Lock()
+	c.running = true
+	c.im.mu.Unlock()
+	r.cur = nr
+	r.idle.Reset(r.callTimeout)
+	if r.final != nil {
+		r.send(completeResponse(r.final, r.cur.id, c.method), true)
+		return false
+	}
+	r.answerHeld(nr.responses)
+	if len(r.held) > 0 && !r.ask() { // responses missing: ask again for the rest
+		r.reason = "client disconnected"
+		return false
+	}
+	return true
+}
+
+// answerHeld writes the client's responses to the child as the answers to
+// its held requests, and forgets those requests.
+func (r *callRun) answerHeld(responses map[string]json.RawMessage) {
+	s := r.c.s
+	for i := 0; i < len(r.held); {
+		resp, ok := responses[r.held[i].key]
+		if !ok {
+			i++
+			continue
 		}
+		msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, r.held[i].childID, compactLine(resp))
+		if err := s.write(msg); err != nil {
+			s.end("MCP server stopped reading its input: " + err.Error())
+		}
+		r.unhold(i)
+	}
+}
+
+// idleTimeout fails the waiting POST when the child sent nothing for the
+// call within the call timeout. It reports whether the call goes on, which
+// it does when no POST waits.
+func (r *callRun) idleTimeout() bool {
+	if r.cur == nil {
+		return true
+	}
+	s := r.c.s
+	r.reason = fmt.Sprintf("soda-mcpd: no answer within %s", r.callTimeout)
+	r.c.im.b.log.Warn("limit hit", logevent.LimitHit, "limit", "call_timeout", "timeout", r.callTimeout.String(), "session", s.ID[:8], "requests", 1)
+	r.send(errorResponseID(r.cur.id, codeTimeout, fmt.Sprintf("the MCP server did not answer within %s; the request was cancelled", r.callTimeout), nil), true)
+	return false
+}
+
+// unhold forgets the held request i.
+func (r *callRun) unhold(i int) {
+	im, c := r.c.im, r.c
+	h := r.held[i]
+	r.held = append(r.held[:i], r.held[i+1:]...)
+	im.mu.Lock()
+	delete(im.held, h.childKey)
+	c.nheld--
+	c.heldBytes -= h.size
+	im.mu.Unlock()
+}
+
+// send gives raw to the current POST; it reports false if the POST is gone.
+func (r *callRun) send(raw []byte, last bool) bool {
+	select {
+	case r.cur.ev <- roundEvent{raw: raw, last: last}:
+		return true
+	case <-r.cur.gone:
+		return false
+	}
+}
+
+// ask answers the current POST with the held requests and a new state
+// and holds the call. If too many calls are held, the child's requests
+// are refused instead and the POST goes on waiting for the result.
+// It reports false if the POST is gone.
+func (r *callRun) ask() bool {
+	c, im := r.c, r.c.im
+	token := rand.Text()
+	im.mu.Lock()
+	if len(im.states) >= im.maxCalls {
+		limit := im.maxCalls
+		im.mu.Unlock()
+		r.refuseHeld(limit)
+		return true
+	}
+	im.states[token] = c
+	c.token = token
+	c.running = false
+	im.mu.Unlock()
+	ok := r.send(inputRequiredResponse(r.cur.id, r.held, token), true)
+	r.cur = nil
+	r.idle.Stop()
+	r.expiry.Reset(r.ttl)
+	return ok
+}
+
+// refuseHeld answers every held request of the child with an error, as
+// limit calls already wait for input, and forgets them.
+func (r *callRun) refuseHeld(limit int) {
+	s := r.c.s
+	r.c.im.b.log.Warn("limit hit", logevent.LimitHit, "limit", "input_calls", "max", limit)
+	for len(r.held) > 0 {
+		msg := fmt.Sprintf("%s is not available: %d stateless calls already wait for input", r.held[0].method, limit)
+		if err := s.write(errorResponseID(r.held[0].childID, codeMethodNotFound, msg, nil)); err != nil {
+			s.log.Debug("refuse server request", "err", err)
+		}
+		r.unhold(0)
 	}
 }
 

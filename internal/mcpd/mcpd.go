@@ -270,23 +270,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // status with sd_notify and pings the watchdog.
 func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	notify := systemd.NewNotifier(log)
-	tok := ""
-	if cfg.Bridge.Auth != "none" {
-		var err error
-		tok, err = token.Ensure(cfg.Bridge.TokenFile)
-		switch {
-		case errors.Is(err, token.ErrInsecure), errors.Is(err, token.ErrMalformed):
-			return fmt.Errorf("bearer token: %w", err) // the error says what to do
-		case err != nil:
-			return fmt.Errorf("bearer token: %w (set TokenFile= or --token-file to a writable path)", err)
-		}
-	} else {
-		log.Warn("authentication disabled (Auth=none): every local user and process can call this MCP server")
-	}
-	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
-		return fmt.Errorf("server command: %w (fix ExecStart= in %s)", err, cfg.Path)
-	}
-	credEnv, err := credentialEnv(cfg.Credentials)
+	tok, credEnv, err := preflight(log, cfg)
 	if err != nil {
 		return err
 	}
@@ -313,15 +297,65 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 		User:      identity,
 		Ledger:    ledger,
 	}
+	d := &daemon{log: log, cfg: cfg, notify: notify, tok: tok, listeners: listeners, activated: activated}
+	if err := d.build(ctx, spec, placer); err != nil {
+		closeListeners(listeners)
+		return err
+	}
+	return d.serve(ctx)
+}
+
+// preflight checks what serving needs before any socket is opened: the
+// bearer token (made when absent), the server command, and the
+// credentials, which it returns as environment entries for the children.
+func preflight(log *slog.Logger, cfg config.Server) (tok string, credEnv []string, err error) {
+	if cfg.Bridge.Auth != "none" {
+		tok, err = token.Ensure(cfg.Bridge.TokenFile)
+		switch {
+		case errors.Is(err, token.ErrInsecure), errors.Is(err, token.ErrMalformed):
+			return "", nil, fmt.Errorf("bearer token: %w", err) // the error says what to do
+		case err != nil:
+			return "", nil, fmt.Errorf("bearer token: %w (set TokenFile= or --token-file to a writable path)", err)
+		}
+	} else {
+		log.Warn("authentication disabled (Auth=none): every local user and process can call this MCP server")
+	}
+	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
+		return "", nil, fmt.Errorf("server command: %w (fix ExecStart= in %s)", err, cfg.Path)
+	}
+	credEnv, err = credentialEnv(cfg.Credentials)
+	if err != nil {
+		return "", nil, err
+	}
+	return tok, credEnv, nil
+}
+
+// daemon is what Run serves once the configuration is checked and the
+// sockets are open: the bridge, the HTTP front before it, and the
+// notifier through which systemd hears of them.
+type daemon struct {
+	log       *slog.Logger
+	cfg       config.Server
+	notify    *systemd.Notifier
+	tok       string // the bearer token; "" with Auth=none
+	listeners []net.Listener
+	activated bool              // the listeners are systemd's (socket activation)
+	reg       *metrics.Registry // nil when no metrics are asked for
+	bridge    *mcpbridge.Bridge
+	front     *httpfront.Front
+}
+
+// build makes the bridge that runs children from spec, probes it when
+// ProbeInitialize= asks, and puts the HTTP front before it.
+func (d *daemon) build(ctx context.Context, spec child.Spec, placer cgroup.Placer) error {
+	cfg := d.cfg
 	// Prometheus metrics (soda(7)): on the listener behind the token, and
 	// in a textfile for node_exporter when asked.
-	var reg *metrics.Registry
 	if cfg.Bridge.Metrics || cfg.Bridge.MetricsTextfile {
-		reg = metrics.NewRegistry("soda-mcpd", version.Version)
+		d.reg = metrics.NewRegistry("soda-mcpd", version.Version)
 	}
-	var bridge *mcpbridge.Bridge
-	bm := metrics.NewBridge(reg, cfg.Name, func() (int, int) { st := bridge.Stats(); return st.Sessions, int(st.Children) })
-	bridge = mcpbridge.New(log, mcpbridge.Options{
+	bm := metrics.NewBridge(d.reg, cfg.Name, func() (int, int) { st := d.bridge.Stats(); return st.Sessions, int(st.Children) })
+	d.bridge = mcpbridge.New(d.log, mcpbridge.Options{
 		Metrics:              bm,
 		Name:                 cfg.Name,
 		Spec:                 spec,
@@ -335,102 +369,135 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 	})
 	if cfg.Bridge.ProbeInitialize {
 		pctx, cancel := context.WithTimeout(ctx, cfg.Bridge.StartTimeout)
-		err := bridge.Probe(pctx)
+		err := d.bridge.Probe(pctx)
 		cancel()
 		if err != nil {
-			closeListeners(listeners)
 			return err
 		}
-		log.Info("probe initialize answered")
+		d.log.Info("probe initialize answered")
 	}
 	fopts := httpfront.Options{
 		Name:           cfg.Name,
-		Token:          tok,
+		Token:          d.tok,
 		MaxConnections: cfg.Bridge.MaxConnections,
 		MaxHeaderBytes: cfg.Bridge.MaxHeaderBytes,
 		ReadTimeout:    cfg.Bridge.ReadTimeout,
 		Metrics:        bm.HTTP(),
 	}
 	if cfg.Bridge.Metrics {
-		fopts.MetricsHandler = reg.Handler()
+		fopts.MetricsHandler = d.reg.Handler()
 	}
-	front := httpfront.New(log, fopts, bridge.Handler())
+	d.front = httpfront.New(d.log, fopts, d.bridge.Handler())
+	return nil
+}
 
+// serve runs the bridge, serves every listener and tells systemd it is
+// ready, waits for a reason to stop, then drains. It returns the failed
+// listener's error, if any.
+func (d *daemon) serve(ctx context.Context) error {
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
-	if cfg.Bridge.MetricsTextfile {
-		stopText := make(chan struct{})
-		textDone := make(chan struct{})
-		defer func() { close(stopText); <-textDone }()
-		go func() {
-			defer close(textDone)
-			if err := os.MkdirAll(metrics.TextfileDir, 0o755); err != nil {
-				log.Warn("metrics textfile: cannot make its directory", "dir", metrics.TextfileDir, "err", err)
-				return
-			}
-			path := metrics.TextfilePath(metrics.TextfileDir, "soda-mcp@"+cfg.Name)
-			reg.TextfileLoop(path, metrics.TextfileInterval, stopText, func(err error) { log.Warn("metrics textfile", "path", path, "err", err) })
-		}()
+	if d.cfg.Bridge.MetricsTextfile {
+		stopTextfile := d.startTextfile()
+		defer stopTextfile()
 	}
-	go bridge.Run(runCtx)
-	serveErr := make(chan error, len(listeners))
-	var urls []string
-	for _, l := range listeners {
-		go func() { serveErr <- front.Serve(l) }()
-		urls = append(urls, listenerURL(l))
-	}
-	attrs := []any{logevent.Serving, "url", strings.Join(urls, " "), "command", strings.Join(cfg.Command, " "),
-		"max_sessions", cfg.Bridge.MaxSessions, "auth", cfg.Bridge.Auth != "none", "socket_activated", activated}
-	if tok != "" {
-		attrs = append(attrs, "token_file", absPath(cfg.Bridge.TokenFile))
-	}
-	log.Info("serving", attrs...)
-	notify.Ready(statusLine(bridge.Stats(), 0))
-	go notify.Watchdog(runCtx, func() bool { return !bridge.Draining() })
+	go d.bridge.Run(runCtx)
+	serveErr := d.startServing()
+	d.notify.Ready(statusLine(d.bridge.Stats(), 0))
+	go d.notify.Watchdog(runCtx, func() bool { return !d.bridge.Draining() })
 	idle := make(chan struct{})
-	status := newStatusFile(log, cfg, tok != "", listeners, activated)
+	status := newStatusFile(d.log, d.cfg, d.tok != "", d.listeners, d.activated)
 	defer status.remove()
-	status.write(bridge.Stats(), 0)
-	go reportStatus(runCtx, notify, bridge, cfg.Bridge.ExitIdle, activated, idle, status)
-	if cfg.Bridge.ExitIdle > 0 && !activated {
-		log.Info("ExitIdleSec= ignored: only a socket-activated service can exit when idle")
+	status.write(d.bridge.Stats(), 0)
+	go reportStatus(runCtx, d.notify, d.bridge, d.cfg.Bridge.ExitIdle, d.activated, idle, status)
+	if d.cfg.Bridge.ExitIdle > 0 && !d.activated {
+		d.log.Info("ExitIdleSec= ignored: only a socket-activated service can exit when idle")
 	}
 
-	var failed error
+	failed := d.waitStop(ctx, idle, serveErr)
+	// Drain even when a listener failed: the children must not outlive
+	// soda-mcpd.
+	d.drain()
+	d.log.Info("stopped", logevent.Stopped, "sessions_served", d.bridge.Stats().SessionsStarted)
+	return failed
+}
+
+// startTextfile writes the metrics for node_exporter's textfile collector
+// every TextfileInterval; the returned stop ends the writer and waits for it.
+func (d *daemon) startTextfile() (stop func()) {
+	stopText := make(chan struct{})
+	textDone := make(chan struct{})
+	go func() {
+		defer close(textDone)
+		if err := os.MkdirAll(metrics.TextfileDir, 0o755); err != nil {
+			d.log.Warn("metrics textfile: cannot make its directory", "dir", metrics.TextfileDir, "err", err)
+			return
+		}
+		path := metrics.TextfilePath(metrics.TextfileDir, "soda-mcp@"+d.cfg.Name)
+		d.reg.TextfileLoop(path, metrics.TextfileInterval, stopText, func(err error) { d.log.Warn("metrics textfile", "path", path, "err", err) })
+	}()
+	return func() { close(stopText); <-textDone }
+}
+
+// startServing serves the front on every listener, each in a goroutine
+// whose error comes on the returned channel, and logs where it serves.
+func (d *daemon) startServing() <-chan error {
+	serveErr := make(chan error, len(d.listeners))
+	var urls []string
+	for _, l := range d.listeners {
+		go func() { serveErr <- d.front.Serve(l) }()
+		urls = append(urls, listenerURL(l))
+	}
+	attrs := []any{logevent.Serving, "url", strings.Join(urls, " "), "command", strings.Join(d.cfg.Command, " "),
+		"max_sessions", d.cfg.Bridge.MaxSessions, "auth", d.cfg.Bridge.Auth != "none", "socket_activated", d.activated}
+	if d.tok != "" {
+		attrs = append(attrs, "token_file", absPath(d.cfg.Bridge.TokenFile))
+	}
+	d.log.Info("serving", attrs...)
+	return serveErr
+}
+
+// waitStop waits for a reason to stop: ctx done (a signal), no sessions
+// for ExitIdleSec= (idle closed) or a listener failing, whose error it
+// returns.
+func (d *daemon) waitStop(ctx context.Context, idle <-chan struct{}, serveErr <-chan error) error {
 	select {
 	case <-ctx.Done():
 	case <-idle:
-		log.Info("exiting: no sessions", "exit_idle", cfg.Bridge.ExitIdle.String())
+		d.log.Info("exiting: no sessions", "exit_idle", d.cfg.Bridge.ExitIdle.String())
 	case err := <-serveErr:
-		// Still drain: the children must not outlive soda-mcpd.
-		failed = fmt.Errorf("serve: %w", err)
-		log.Error("listener failed, shutting down", "err", err)
+		d.log.Error("listener failed, shutting down", "err", err)
+		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("draining", logevent.Draining, "drain_timeout", cfg.Bridge.DrainTimeout.String())
-	notify.Stopping(fmt.Sprintf("draining: %d calls in flight", bridge.Stats().Inflight))
-	front.SetDraining(true)
-	dctx, cancel := context.WithTimeout(context.Background(), cfg.Bridge.DrainTimeout)
+	return nil
+}
+
+// drain tells systemd it is stopping, lets the calls in flight end within
+// DrainTimeout=, stops every child and shuts the HTTP front down.
+func (d *daemon) drain() {
+	d.log.Info("draining", logevent.Draining, "drain_timeout", d.cfg.Bridge.DrainTimeout.String())
+	d.notify.Stopping(fmt.Sprintf("draining: %d calls in flight", d.bridge.Stats().Inflight))
+	d.front.SetDraining(true)
+	dctx, cancel := context.WithTimeout(context.Background(), d.cfg.Bridge.DrainTimeout)
 	defer cancel()
 	frontDone := make(chan error, 1)
-	if activated {
+	if d.activated {
 		// Stop accepting at once: systemd keeps the socket open, so new
 		// connections wait in its backlog for the next instance instead of
 		// being answered 503 by this one. Requests in flight go on.
-		go func() { frontDone <- front.Shutdown(dctx) }()
+		go func() { frontDone <- d.front.Shutdown(dctx) }()
 	}
-	if err := bridge.Shutdown(dctx); err != nil {
-		log.Warn("drain incomplete", "err", err)
+	if err := d.bridge.Shutdown(dctx); err != nil {
+		d.log.Warn("drain incomplete", "err", err)
 	}
-	if !activated {
+	if !d.activated {
 		sctx, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel2()
-		go func() { frontDone <- front.Shutdown(sctx) }()
+		go func() { frontDone <- d.front.Shutdown(sctx) }()
 	}
 	if err := <-frontDone; err != nil {
-		front.Close()
+		d.front.Close()
 	}
-	log.Info("stopped", logevent.Stopped, "sessions_served", bridge.Stats().SessionsStarted)
-	return failed
 }
 
 // openListeners adopts systemd's sockets when activated, else listens on
