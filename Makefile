@@ -114,7 +114,7 @@ FUZZ := \
 	./internal/session:FuzzSnapshot \
 	./internal/mcpconfig:FuzzParse \
 	./internal/clientconfig:FuzzAgentFiles \
-	./internal/config:FuzzParseOptions
+	./internal/serverconf:FuzzParseOptions
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \

@@ -12,14 +12,14 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/generator"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 func main() {
 	confDir := os.Getenv("SODA_CONFIG_DIR") // for tests
 	if confDir == "" {
-		confDir = config.DefaultDir
+		confDir = serverconf.DefaultDir
 	}
 	validateDir := os.Getenv("SODA_VALIDATE_DIR") // for tests
 	if validateDir == "" {

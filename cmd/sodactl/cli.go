@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/version"
 )
 
@@ -222,7 +222,7 @@ func sharedFlags(opts *options, cmd string) *flag.FlagSet {
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) error {
-	opts := &options{configDir: config.DefaultDir}
+	opts := &options{configDir: serverconf.DefaultDir}
 	showVersion := new(bool)
 	fs := rootFlags(opts, showVersion)
 	if err := parse(fs, args, rootUsage, "sodactl"); err != nil {
@@ -331,7 +331,7 @@ func oneName(pos []string, cmd string) (string, error) {
 	default:
 		return "", usagef(cmd, "too many arguments: %s", strings.Join(pos[1:], " "))
 	}
-	if err := config.ValidName(pos[0]); err != nil {
+	if err := serverconf.ValidName(pos[0]); err != nil {
 		return "", usagef(cmd, "%v", err)
 	}
 	return pos[0], nil

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/soda-project/soda/internal/clientconfig"
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/mcpgrant"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // mcpToken implements "sodactl mcp token NAME".
@@ -42,7 +42,7 @@ func mcpToken(opts *options, args []string, stdout io.Writer) error {
 	tok, err := mcpgrant.ReadToken(name, path)
 	if errors.Is(err, fs.ErrNotExist) && unconfigured {
 		return fmt.Errorf("%w; note that %s does not exist either: soda-mcp@%s is not configured%s",
-			err, config.PathFor(opts.configDir, name), name, validatorHint(name, "token"))
+			err, serverconf.PathFor(opts.configDir, name), name, validatorHint(name, "token"))
 	}
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func mcpClientConfig(opts *options, args []string, stdout, stderr io.Writer) err
 // the workers' tokens and addresses are not the bridges'.
 func validatorHint(name, cmd string) string {
 	kind, ok := strings.CutPrefix(name, "validate-")
-	if !ok || config.ValidName(kind) != nil {
+	if !ok || serverconf.ValidName(kind) != nil {
 		return ""
 	}
 	return fmt.Sprintf("; for the validation worker soda-validate@%s, run sodactl validate %s %s", kind, cmd, kind)

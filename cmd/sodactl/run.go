@@ -18,10 +18,10 @@ import (
 
 	"github.com/soda-project/soda/internal/agentrun"
 	"github.com/soda-project/soda/internal/auditsink"
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/mcpgrant"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/workhome"
 )
@@ -226,7 +226,7 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	if ro.profile != "" {
-		if err := config.ValidName(ro.profile); err != nil {
+		if err := serverconf.ValidName(ro.profile); err != nil {
 			return exitSandbox, usagef("sodactl run", "--profile: %v", err)
 		}
 	}
@@ -462,7 +462,7 @@ func mcpGrants(opts *options, names []string) ([]mcpgrant.Grant, error) {
 	r := opts.resolver()
 	var grants []mcpgrant.Grant
 	for _, name := range names {
-		if err := config.ValidName(name); err != nil {
+		if err := serverconf.ValidName(name); err != nil {
 			return nil, usagef("sodactl run", "--mcp: %v", err)
 		}
 		tokenFile := ""
@@ -544,13 +544,13 @@ func attachTerminal(spec *sandbox.Spec) (restore func(), err error) {
 	return restore, nil
 }
 
-// parseSize parses a size flag in NAME.conf's grammar (config.ParseBytes);
+// parseSize parses a size flag in NAME.conf's grammar (serverconf.ParseBytes);
 // empty means unset.
 func parseSize(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	return config.ParseBytes(s)
+	return serverconf.ParseBytes(s)
 }
 
 // fileOr returns w as an *os.File when it is one, else def.

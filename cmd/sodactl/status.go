@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/systemd"
 )
 
@@ -31,8 +31,8 @@ func collect(ctx context.Context, opts *options, names []string) []serverView {
 	var units []string
 	for _, n := range names {
 		v := serverView{Name: n, Socket: "-", Service: "-"}
-		path := config.PathFor(opts.configDir, n)
-		cfg, err := config.Load(path)
+		path := serverconf.PathFor(opts.configDir, n)
+		cfg, err := serverconf.Load(path)
 		switch {
 		case err == nil:
 			v.Config, v.Listen = path, cfg.Bridge.Listen
@@ -76,7 +76,7 @@ func runningNames(dirs []string) []string {
 		paths, _ := filepath.Glob(filepath.Join(d, "*.status.json"))
 		for _, p := range paths {
 			n := strings.TrimSuffix(filepath.Base(p), ".status.json")
-			if config.ValidName(n) != nil {
+			if serverconf.ValidName(n) != nil {
 				continue
 			}
 			if _, _, err := runstate.Lookup(n, []string{d}); err == nil {

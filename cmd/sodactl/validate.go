@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/soda-project/soda/internal/clientconfig"
-	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/token"
 	"github.com/soda-project/soda/internal/validate"
 )
@@ -89,7 +89,7 @@ func oneKind(pos []string, cmd string) (string, error) {
 	default:
 		return "", usagef(cmd, "too many arguments: %s", strings.Join(pos[1:], " "))
 	}
-	if err := config.ValidName(pos[0]); err != nil {
+	if err := serverconf.ValidName(pos[0]); err != nil {
 		return "", usagef(cmd, "%v", err)
 	}
 	return pos[0], nil

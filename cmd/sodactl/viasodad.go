@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/sodadclient"
 )
@@ -87,7 +87,7 @@ func (ro *runOptions) directOnly(opts *options) []string {
 		{"--audit-json-max", ro.auditMaxS != ""},
 		{"--allow-degraded", ro.degraded != ""},
 		{"--token-file", opts.tokenFile != ""},
-		{"--config-dir", opts.configDir != config.DefaultDir},
+		{"--config-dir", opts.configDir != serverconf.DefaultDir},
 	} {
 		if o.set {
 			used = append(used, o.name)

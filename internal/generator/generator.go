@@ -22,8 +22,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/hostcpu"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // Logger receives one line per problem.
@@ -66,7 +66,7 @@ type Result struct {
 type instance struct {
 	name string
 	path string
-	cfg  config.Server
+	cfg  serverconf.Server
 	port string
 	// unit is the socket unit ("soda-mcp@NAME.socket" when empty).
 	unit string
@@ -89,7 +89,7 @@ func Generate(opts Options, logf Logger) (Result, error) {
 	sort.Strings(paths)
 	var insts []instance
 	for _, p := range paths {
-		cfg, err := config.Load(p)
+		cfg, err := serverconf.Load(p)
 		if err != nil {
 			logf("skipping %s: %v", p, err)
 			res.Skipped = append(res.Skipped, filepath.Base(p))

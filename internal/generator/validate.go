@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // validateInstances reads the validation workers' kinds in dir: those
@@ -21,7 +21,7 @@ func validateInstances(dir string, logf Logger) ([]instance, []string) {
 	var skipped []string
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".conf")
-		if err := config.ValidName(name); err != nil {
+		if err := serverconf.ValidName(name); err != nil {
 			logf("skipping %s: %v", p, err)
 			skipped = append(skipped, filepath.Base(p))
 			continue
@@ -32,7 +32,7 @@ func validateInstances(dir string, logf Logger) ([]instance, []string) {
 			skipped = append(skipped, name)
 			continue
 		}
-		opts, err := config.ParseOptions(p, data)
+		opts, err := serverconf.ParseOptions(p, data)
 		if err != nil {
 			logf("skipping %s: %v", p, err)
 			skipped = append(skipped, name)
@@ -47,7 +47,7 @@ func validateInstances(dir string, logf Logger) ([]instance, []string) {
 		if listen == "" {
 			continue // stdio only
 		}
-		if err := config.CheckLoopback(listen); err != nil {
+		if err := serverconf.CheckLoopback(listen); err != nil {
 			logf("skipping %s: Listen=%s: %v", p, listen, err)
 			skipped = append(skipped, name)
 			continue
@@ -59,7 +59,7 @@ func validateInstances(dir string, logf Logger) ([]instance, []string) {
 			continue
 		}
 		out = append(out, instance{name: name, path: p, port: port, unit: "soda-validate@" + name + ".socket",
-			cfg: config.Server{Bridge: config.Bridge{Listen: listen}}})
+			cfg: serverconf.Server{Bridge: serverconf.Bridge{Listen: listen}}})
 	}
 	return out, skipped
 }

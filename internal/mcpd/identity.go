@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/soda-project/soda/internal/child"
-	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // DefaultChildUser is the user a root soda-mcpd runs its children as when
@@ -29,7 +29,7 @@ const (
 // set; else, when soda-mcpd is root, DefaultChildUser (or
 // FallbackChildUser); else soda-mcpd's own user (nil: no switch). It also
 // returns the HOME, USER and LOGNAME a switched child gets.
-func childIdentity(log *slog.Logger, cfg config.Server, euid int) (*child.Identity, []string, error) {
+func childIdentity(log *slog.Logger, cfg serverconf.Server, euid int) (*child.Identity, []string, error) {
 	name := cfg.User
 	if name == "" && cfg.Group == "" && euid != 0 {
 		return nil, nil, nil
@@ -132,7 +132,7 @@ func lookupGroup(name string) (uint32, error) {
 // of the path's components: a root soda-mcpd runs its children as another
 // user, and a server in a 0700 home then fails with an obscure "not found".
 // It is a warning, not a refusal: ACLs and capabilities are not modelled.
-func warnUnreachable(log *slog.Logger, id *child.Identity, cfg config.Server) {
+func warnUnreachable(log *slog.Logger, id *child.Identity, cfg serverconf.Server) {
 	if id == nil {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 func TestChildIdentity(t *testing.T) {
@@ -39,7 +39,7 @@ func TestChildIdentity(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var logs syncBuffer
 			log := slog.New(slog.NewTextHandler(&logs, nil))
-			id, env, err := childIdentity(log, config.Server{User: c.user, Group: c.group}, c.euid)
+			id, env, err := childIdentity(log, serverconf.Server{User: c.user, Group: c.group}, c.euid)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err %v, want %q", err, c.wantErr)

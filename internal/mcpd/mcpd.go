@@ -22,12 +22,12 @@ import (
 
 	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/child"
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/logevent"
 	"github.com/soda-project/soda/internal/mcpbridge"
 	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/token"
 	"github.com/soda-project/soda/internal/version"
@@ -73,7 +73,7 @@ func (f *flags) flagSet(stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.configFile, "config", "", "read the server's configuration from `FILE`")
-	fs.StringVar(&f.configDir, "config-dir", config.DefaultDir, "look up NAME.conf in `DIR`")
+	fs.StringVar(&f.configDir, "config-dir", serverconf.DefaultDir, "look up NAME.conf in `DIR`")
 	fs.StringVar(&f.listen, "listen", "", "loopback `ADDR` to listen on (overrides Listen=; default 127.0.0.1:18100)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "bearer token `FILE`, created when absent (overrides TokenFile=)")
 	fs.BoolVar(&f.noAuth, "no-auth", false, "serve without a bearer token (any local user can call the server)")
@@ -111,9 +111,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 var errUsage = errors.New("usage")
 
 // load builds the server configuration from flags and files.
-func (f *flags) load() (config.Server, error) {
+func (f *flags) load() (serverconf.Server, error) {
 	var (
-		cfg config.Server
+		cfg serverconf.Server
 		err error
 	)
 	sources := 0
@@ -130,21 +130,21 @@ func (f *flags) load() (config.Server, error) {
 	case sources != 1 || len(f.positional) > 1:
 		return cfg, fmt.Errorf("%w: give exactly one of NAME, --config FILE or -- COMMAND", errUsage)
 	case f.configFile != "":
-		cfg, err = config.Load(f.configFile)
+		cfg, err = serverconf.Load(f.configFile)
 	case len(f.positional) == 1:
-		if err := config.ValidName(f.positional[0]); err != nil {
+		if err := serverconf.ValidName(f.positional[0]); err != nil {
 			return cfg, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		cfg, err = config.Load(config.PathFor(f.configDir, f.positional[0]))
+		cfg, err = serverconf.Load(serverconf.PathFor(f.configDir, f.positional[0]))
 	default:
 		name := f.name
 		if name == "" {
 			name = "adhoc"
 		}
-		if err := config.ValidName(name); err != nil {
+		if err := serverconf.ValidName(name); err != nil {
 			return cfg, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		cfg = config.Defaults(name)
+		cfg = serverconf.Defaults(name)
 		cfg.Command = f.adhocCommand
 	}
 	if err != nil {
@@ -179,7 +179,7 @@ func (f *flags) load() (config.Server, error) {
 		if d.v == "" {
 			continue
 		}
-		v, err := config.ParseTimespan(d.v)
+		v, err := serverconf.ParseTimespan(d.v)
 		if err != nil {
 			return cfg, fmt.Errorf("%w: %s: %v", errUsage, d.n, err)
 		}
@@ -268,7 +268,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // every child is gone.
 // Under systemd it adopts socket-activated listeners, reports readiness and
 // status with sd_notify and pings the watchdog.
-func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
+func Run(ctx context.Context, log *slog.Logger, cfg serverconf.Server) error {
 	notify := systemd.NewNotifier(log)
 	tok, credEnv, err := preflight(log, cfg)
 	if err != nil {
@@ -308,7 +308,7 @@ func Run(ctx context.Context, log *slog.Logger, cfg config.Server) error {
 // preflight checks what serving needs before any socket is opened: the
 // bearer token (made when absent), the server command, and the
 // credentials, which it returns as environment entries for the children.
-func preflight(log *slog.Logger, cfg config.Server) (tok string, credEnv []string, err error) {
+func preflight(log *slog.Logger, cfg serverconf.Server) (tok string, credEnv []string, err error) {
 	if cfg.Bridge.Auth != "none" {
 		tok, err = token.Ensure(cfg.Bridge.TokenFile)
 		switch {
@@ -335,7 +335,7 @@ func preflight(log *slog.Logger, cfg config.Server) (tok string, credEnv []strin
 // notifier through which systemd hears of them.
 type daemon struct {
 	log       *slog.Logger
-	cfg       config.Server
+	cfg       serverconf.Server
 	notify    *systemd.Notifier
 	tok       string // the bearer token; "" with Auth=none
 	listeners []net.Listener
@@ -502,7 +502,7 @@ func (d *daemon) drain() {
 
 // openListeners adopts systemd's sockets when activated, else listens on
 // the configured loopback address.
-func openListeners(cfg config.Server) ([]net.Listener, bool, error) {
+func openListeners(cfg serverconf.Server) ([]net.Listener, bool, error) {
 	if systemd.Activated() {
 		named, err := systemd.Listeners()
 		if err != nil {
@@ -537,7 +537,7 @@ func listenerURL(l net.Listener) string {
 // credentialEnv reads the systemd credentials named in the config and
 // turns them into environment entries for the children. The values never
 // enter this process's own environment or its logs.
-func credentialEnv(creds []config.Credential) ([]string, error) {
+func credentialEnv(creds []serverconf.Credential) ([]string, error) {
 	if len(creds) == 0 {
 		return nil, nil
 	}
@@ -616,7 +616,7 @@ func absPath(p string) string {
 
 // newPlacer picks how children are isolated: a transient systemd scope each
 // when systemd is the service manager, else a cgroup or process group.
-func newPlacer(ctx context.Context, log *slog.Logger, cfg config.Server) cgroup.Placer {
+func newPlacer(ctx context.Context, log *slog.Logger, cfg serverconf.Server) cgroup.Placer {
 	limits := cgroup.Limits{
 		MemoryMax: cfg.Limits.MemoryMax,
 		TasksMax:  cfg.Limits.TasksMax,
@@ -689,7 +689,7 @@ func removeRuntimeDirs(log *slog.Logger, ledger *child.Ledger, name string) {
 // what a killed predecessor left (logging each group), before anything is
 // served. Without a ledger soda-mcpd still runs, with a warning: the
 // supervisors alone clean up after a crash.
-func recoverChildren(ctx context.Context, log *slog.Logger, cfg config.Server, placer cgroup.Placer) *child.Ledger {
+func recoverChildren(ctx context.Context, log *slog.Logger, cfg serverconf.Server, placer cgroup.Placer) *child.Ledger {
 	dir := ledgerDir(cfg.Name)
 	ledger, err := child.OpenLedger(dir)
 	if err != nil {
@@ -721,7 +721,7 @@ type statusFile struct {
 // newStatusFile prepares the runtime record of a bridge serving cfg on
 // listeners, in runstate.WriteDir: under systemd and in the foreground
 // alike, so that sodactl can find a server started by hand.
-func newStatusFile(log *slog.Logger, cfg config.Server, auth bool, listeners []net.Listener, activated bool) *statusFile {
+func newStatusFile(log *slog.Logger, cfg serverconf.Server, auth bool, listeners []net.Listener, activated bool) *statusFile {
 	s := &statusFile{log: log}
 	dir, err := runstate.WriteDir()
 	if err != nil || dir == "" {

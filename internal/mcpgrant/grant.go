@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/soda-project/soda/internal/clientconfig"
-	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // Grant is an MCP server granted to a sandbox.
@@ -36,7 +36,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // port the server may not use (the sandbox's proxy port). tokenFile, when
 // not empty, is read instead of the configured token file.
 func (r Resolver) Grant(name string, reservedPort uint16, tokenFile string) (Grant, error) {
-	if err := config.ValidName(name); err != nil {
+	if err := serverconf.ValidName(name); err != nil {
 		return Grant{}, &Error{Name: name, Err: err}
 	}
 	t, err := r.Resolve(name)

@@ -10,14 +10,14 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/token"
 )
 
 // Resolver finds servers by name.
 type Resolver struct {
-	// ConfigDir holds the servers' NAME.conf (config.DefaultDir).
+	// ConfigDir holds the servers' NAME.conf (serverconf.DefaultDir).
 	ConfigDir string
 	// RuntimeDirs hold the runtime records NAME.status.json of running
 	// servers (runstate.SearchDirs).
@@ -30,7 +30,7 @@ type Resolver struct {
 type Target struct {
 	// Config is NAME.conf, or the defaults adjusted to the record (an
 	// empty Path: no NAME.conf).
-	Config config.Server
+	Config serverconf.Server
 	// Record is the live runtime record, when resolved by it, found at
 	// RecordPath.
 	Record     *runstate.Record
@@ -53,7 +53,7 @@ func (r Resolver) ResolveOrDefaults(name string) (Target, error) {
 }
 
 func (r Resolver) resolve(name string, fallback bool) (Target, error) {
-	path := config.PathFor(r.ConfigDir, name)
+	path := serverconf.PathFor(r.ConfigDir, name)
 	cfg, err := loadConfig(path, name)
 	if err != nil || cfg.Path != "" {
 		return Target{Config: cfg, ConfigPath: path}, err
@@ -92,19 +92,19 @@ func (t Target) Origin() string {
 // loadConfig loads NAME.conf at path. A missing file gives the defaults,
 // as for a server started ad hoc ("soda-mcpd --name NAME -- COMMAND"),
 // with an empty Path.
-func loadConfig(path, name string) (config.Server, error) {
-	cfg, err := config.Load(path)
+func loadConfig(path, name string) (serverconf.Server, error) {
+	cfg, err := serverconf.Load(path)
 	switch {
 	case err == nil:
 		return cfg, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return config.Defaults(name), nil
+		return serverconf.Defaults(name), nil
 	case errors.Is(err, fs.ErrPermission):
-		return config.Server{}, fmt.Errorf("cannot read %s: permission denied; run sodactl as root (sudo) "+
+		return serverconf.Server{}, fmt.Errorf("cannot read %s: permission denied; run sodactl as root (sudo) "+
 			"or as a user allowed to read it", path)
 	default:
 		// config's errors name the file, line and key already.
-		return config.Server{}, fmt.Errorf("invalid configuration: %w", err)
+		return serverconf.Server{}, fmt.Errorf("invalid configuration: %w", err)
 	}
 }
 

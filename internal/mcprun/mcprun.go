@@ -27,11 +27,11 @@ import (
 	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/clientconfig"
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/mcpbridge"
 	"github.com/soda-project/soda/internal/mcpconfig"
 	"github.com/soda-project/soda/internal/mcpgrant"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/token"
 )
 
@@ -158,8 +158,8 @@ func start(ctx context.Context, log *slog.Logger, srv mcpconfig.Server, opts Opt
 	if placer == nil {
 		placer = cgroup.NewPlacer(log, "soda-run-"+srv.Name, cgroup.Limits{})
 	}
-	// The bounds of a soda-mcp@NAME unit with its defaults (config.Defaults).
-	b := config.Defaults(srv.Name).Bridge
+	// The bounds of a soda-mcp@NAME unit with its defaults (serverconf.Defaults).
+	b := serverconf.Defaults(srv.Name).Bridge
 	bridge := mcpbridge.New(log, mcpbridge.Options{
 		Name:                 srv.Name,
 		Spec:                 child.Spec{Argv: append([]string{path}, srv.Args...), Dir: opts.Dir, Env: env, Supervise: true},

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // Request is what a caller asks of a profile for one sandbox.
@@ -96,7 +96,7 @@ func (p *Profile) Narrow(req Request) (Request, error) {
 		return Request{}, fmt.Errorf("request: more than %d entries in a list", maxListLen)
 	}
 	for _, m := range req.MCP {
-		if err := config.ValidName(m); err != nil {
+		if err := serverconf.ValidName(m); err != nil {
 			return Request{}, fmt.Errorf("request: MCP: %w", err)
 		}
 	}

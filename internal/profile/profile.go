@@ -4,7 +4,7 @@
 // A profile is an administrator's policy for the sandboxes sodad creates:
 // who may use it, what it may grant (MCP servers, host:port egress targets,
 // host directories) and the ceilings of its limits. It is written in the
-// same systemd INI syntax as soda's NAME.conf (see internal/config):
+// same systemd INI syntax as soda's NAME.conf (see internal/serverconf):
 //
 //	[Profile]
 //	Description=Developers: GitHub and the Jira bridge
@@ -53,8 +53,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // DefaultDir is where sodad looks for profiles.
@@ -149,10 +149,10 @@ type Profile struct {
 func PathFor(dir, name string) string { return filepath.Join(dir, name+".conf") }
 
 // Load reads the profile name from dir. A name that is not a valid file
-// name (config.ValidName: no '/', no leading '.') is refused before any
+// name (serverconf.ValidName: no '/', no leading '.') is refused before any
 // file is opened.
 func Load(dir, name string) (*Profile, error) {
-	if err := config.ValidName(name); err != nil {
+	if err := serverconf.ValidName(name); err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
 	path := PathFor(dir, name)
@@ -165,7 +165,7 @@ func Load(dir, name string) (*Profile, error) {
 
 // LoadAll reads every NAME.conf in dir. Broken files do not stop the
 // others: the profiles that parsed are returned, sorted by name, together
-// with the errors of the others (each a *config.Error naming file, line
+// with the errors of the others (each a *serverconf.Error naming file, line
 // and key, or a read error naming the file), joined with errors.Join. A
 // missing dir is no profiles and no error.
 func LoadAll(dir string) ([]*Profile, error) {
@@ -185,7 +185,7 @@ func LoadAll(dir string) ([]*Profile, error) {
 		if !ok || e.IsDir() {
 			continue
 		}
-		if err := config.ValidName(name); err != nil {
+		if err := serverconf.ValidName(name); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(dir, e.Name()), err))
 			continue
 		}
@@ -224,9 +224,9 @@ func readFile(path string) ([]byte, error) {
 }
 
 // Parse parses a profile's text; file is used in error messages and as
-// Path. Every error is a *config.Error naming file, line and key.
+// Path. Every error is a *serverconf.Error naming file, line and key.
 func Parse(file, name string, data []byte) (*Profile, error) {
-	opts, err := config.ParseOptions(file, data)
+	opts, err := serverconf.ParseOptions(file, data)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 	seen := map[string]int{}
 	for _, o := range opts {
 		key := o.Key()
-		fail := func(err error) error { return &config.Error{File: file, Line: o.Line, Key: key, Err: err} }
+		fail := func(err error) error { return &serverconf.Error{File: file, Line: o.Line, Key: key, Err: err} }
 		if single[key] {
 			if first, ok := seen[key]; ok {
 				return nil, fail(fmt.Errorf("set twice (first on line %d): a profile sets each value once", first))
@@ -247,7 +247,7 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 	}
 	if p.NoNetwork && (len(p.MCP) > 0 || len(p.Allow) > 0 || p.PerRunMCP) {
 		line, key := seen["Grants.NoNetwork"], "Grants.NoNetwork"
-		return nil, &config.Error{File: file, Line: line, Key: key, Err: errors.New("NoNetwork=yes excludes MCP=, Allow=, AllowPrivate= and PerRunMCP=yes")}
+		return nil, &serverconf.Error{File: file, Line: line, Key: key, Err: errors.New("NoNetwork=yes excludes MCP=, Allow=, AllowPrivate= and PerRunMCP=yes")}
 	}
 	l := &p.Limits
 	for _, f := range []struct {
@@ -299,7 +299,7 @@ func addList(list *[]string, v string, check func(string) (string, error)) error
 	return nil
 }
 
-func (p *Profile) apply(o config.Option) error {
+func (p *Profile) apply(o serverconf.Option) error {
 	v := o.Value
 	switch o.Section {
 	case "Profile":
@@ -314,17 +314,17 @@ func (p *Profile) apply(o config.Option) error {
 				if w == "*" {
 					return w, nil
 				}
-				return w, config.CheckUserName(w)
+				return w, serverconf.CheckUserName(w)
 			})
 		case "Groups":
-			return addList(&p.Groups, v, func(w string) (string, error) { return w, config.CheckUserName(w) })
+			return addList(&p.Groups, v, func(w string) (string, error) { return w, serverconf.CheckUserName(w) })
 		default:
 			return errors.New("unknown key (known: Description, Users, Groups)")
 		}
 	case "Grants":
 		switch o.Name {
 		case "MCP":
-			return addList(&p.MCP, v, func(w string) (string, error) { return w, config.ValidName(w) })
+			return addList(&p.MCP, v, func(w string) (string, error) { return w, serverconf.ValidName(w) })
 		case "Allow", "AllowPrivate":
 			if v == "" {
 				p.Allow = slices.DeleteFunc(p.Allow, func(g egress.Grant) bool { return g.Private == (o.Name == "AllowPrivate") })
@@ -343,11 +343,11 @@ func (p *Profile) apply(o config.Option) error {
 				return fmt.Errorf("more than %d grants", maxListLen)
 			}
 		case "NoNetwork":
-			b, err := config.ParseBool(v)
+			b, err := serverconf.ParseBool(v)
 			p.NoNetwork = b
 			return err
 		case "PerRunMCP":
-			b, err := config.ParseBool(v)
+			b, err := serverconf.ParseBool(v)
 			p.PerRunMCP = b
 			return err
 		default:
@@ -369,13 +369,13 @@ func (p *Profile) apply(o config.Option) error {
 		var err error
 		switch o.Name {
 		case "MemoryMax":
-			l.MemoryMax, err = config.ParseBytes(v)
+			l.MemoryMax, err = serverconf.ParseBytes(v)
 		case "TmpSize":
-			l.TmpSize, err = config.ParseBytes(v)
+			l.TmpSize, err = serverconf.ParseBytes(v)
 		case "HomeSize":
-			l.HomeSize, err = config.ParseBytes(v)
+			l.HomeSize, err = serverconf.ParseBytes(v)
 		case "WorkspaceSize":
-			l.WorkspaceSize, err = config.ParseBytes(v)
+			l.WorkspaceSize, err = serverconf.ParseBytes(v)
 		case "TasksMax":
 			l.TasksMax, err = parseCount(v)
 		case "CPUQuota":
@@ -383,7 +383,7 @@ func (p *Profile) apply(o config.Option) error {
 		case "CPUWeight":
 			l.CPUWeight, err = ParseWeight(v)
 		case "Timeout":
-			l.Timeout, err = config.ParseTimespan(v)
+			l.Timeout, err = serverconf.ParseTimespan(v)
 		default:
 			return errors.New("unknown key (known: MemoryMax, TasksMax, CPUQuota, CPUWeight, Timeout, TmpSize, HomeSize, WorkspaceSize)")
 		}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 const devConf = `[Profile]
@@ -146,7 +146,7 @@ func TestParseHostile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse("/etc/soda/sandbox/x.conf", "x", []byte(tt.in))
-			var ce *config.Error
+			var ce *serverconf.Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("Parse: error %v (%T), want a *config.Error", err, err)
 			}
@@ -204,7 +204,7 @@ func TestLoadAll(t *testing.T) {
 			t.Errorf("LoadAll error %q lacks %q", msg, want)
 		}
 	}
-	var ce *config.Error
+	var ce *serverconf.Error
 	if !errors.As(err, &ce) || ce.Line != 2 {
 		t.Errorf("LoadAll: the broken file's error is not a *config.Error with its line: %v", err)
 	}
@@ -300,7 +300,7 @@ func TestFormatSize(t *testing.T) {
 			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
 		}
 		if n > 0 {
-			if back, err := config.ParseBytes(FormatSize(n)); err != nil || back != n {
+			if back, err := serverconf.ParseBytes(FormatSize(n)); err != nil || back != n {
 				t.Errorf("ParseBytes(FormatSize(%d)) = %d, %v", n, back, err)
 			}
 		}

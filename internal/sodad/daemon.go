@@ -16,11 +16,11 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/prop"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/polkit"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
+	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/sodadapi"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/version"
@@ -49,7 +49,7 @@ type Config struct {
 	StateDir string
 	// InitPath is soda-sandbox-init (sandbox.FindInit when empty).
 	InitPath string
-	// MCPConfigDir holds the MCP servers' NAME.conf (config.DefaultDir).
+	// MCPConfigDir holds the MCP servers' NAME.conf (serverconf.DefaultDir).
 	MCPConfigDir string
 	// IdleExit ends sodad once no sandbox is alive and no call came for
 	// that long (0: never); bus activation starts it again.
@@ -92,7 +92,7 @@ func (c *Config) fill() error {
 		c.StateDir = DefaultStateDir
 	}
 	if c.MCPConfigDir == "" {
-		c.MCPConfigDir = config.DefaultDir
+		c.MCPConfigDir = serverconf.DefaultDir
 	}
 	if c.Linger <= 0 {
 		c.Linger = DefaultLinger

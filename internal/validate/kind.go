@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/soda-project/soda/internal/config"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // DefaultDir holds the kinds' configurations, KIND.conf.
@@ -90,7 +90,7 @@ const (
 
 // LoadKind reads DIR/KIND.conf.
 func LoadKind(dir, name string) (*Kind, error) {
-	if err := config.ValidName(name); err != nil {
+	if err := serverconf.ValidName(name); err != nil {
 		return nil, fmt.Errorf("validator kind %q: %w", name, err)
 	}
 	p := filepath.Join(dir, name+".conf")
@@ -103,7 +103,7 @@ func LoadKind(dir, name string) (*Kind, error) {
 
 // ParseKind parses a kind's configuration; errors name file, line and key.
 func ParseKind(file, name string, data []byte) (*Kind, error) {
-	opts, err := config.ParseOptions(file, data)
+	opts, err := serverconf.ParseOptions(file, data)
 	if err != nil {
 		return nil, err
 	}
@@ -112,29 +112,29 @@ func ParseKind(file, name string, data []byte) (*Kind, error) {
 		MemoryMax: DefaultMemoryMax, TasksMax: DefaultTasksMax, CPUPercent: DefaultCPUPercent, Deadline: DefaultDeadline,
 		TmpSize: DefaultTmpSize, HomeSize: DefaultHomeSize}
 	for _, o := range opts {
-		fail := func(err error) error { return &config.Error{File: file, Line: o.Line, Key: o.Key(), Err: err} }
+		fail := func(err error) error { return &serverconf.Error{File: file, Line: o.Line, Key: o.Key(), Err: err} }
 		if err := k.apply(o); err != nil {
 			return nil, fail(err)
 		}
 	}
 	switch {
 	case len(k.Command) == 0:
-		return nil, &config.Error{File: file, Key: "Validator.ExecStart", Err: errors.New("no validator to run")}
+		return nil, &serverconf.Error{File: file, Key: "Validator.ExecStart", Err: errors.New("no validator to run")}
 	case !slices.Contains(k.Command, FilesArg):
-		return nil, &config.Error{File: file, Key: "Validator.ExecStart", Err: fmt.Errorf("no %s argument: the files would not be passed", FilesArg)}
+		return nil, &serverconf.Error{File: file, Key: "Validator.ExecStart", Err: fmt.Errorf("no %s argument: the files would not be passed", FilesArg)}
 	case len(k.Files) == 0:
-		return nil, &config.Error{File: file, Key: "Validator.Files", Err: errors.New("no file pattern: every file would be refused")}
+		return nil, &serverconf.Error{File: file, Key: "Validator.Files", Err: errors.New("no file pattern: every file would be refused")}
 	case k.EndOfOptions != "" && k.Command[len(k.Command)-1] != FilesArg:
-		return nil, &config.Error{File: file, Key: "Validator.ExecStart", Err: fmt.Errorf("an argument after %s would follow the end of options (%s) and be read as a file: put it before %s, or set EndOfOptions= empty", FilesArg, k.EndOfOptions, FilesArg)}
+		return nil, &serverconf.Error{File: file, Key: "Validator.ExecStart", Err: fmt.Errorf("an argument after %s would follow the end of options (%s) and be read as a file: put it before %s, or set EndOfOptions= empty", FilesArg, k.EndOfOptions, FilesArg)}
 	}
 	return k, nil
 }
 
-func (k *Kind) apply(o config.Option) error {
+func (k *Kind) apply(o serverconf.Option) error {
 	v := o.Value
 	switch o.Key() {
 	case "Validator.ExecStart":
-		argv, err := config.SplitCommand(v)
+		argv, err := serverconf.SplitCommand(v)
 		if err != nil {
 			return err
 		}
@@ -193,12 +193,12 @@ func (k *Kind) apply(o config.Option) error {
 			k.Env = append(k.Env, e)
 		}
 	case "Listener.Listen":
-		if err := config.CheckLoopback(v); err != nil {
+		if err := serverconf.CheckLoopback(v); err != nil {
 			return err
 		}
 		k.Listen = v
 	case "Limits.MemoryMax":
-		n, err := config.ParseBytes(v)
+		n, err := serverconf.ParseBytes(v)
 		if err != nil {
 			return err
 		}
@@ -216,7 +216,7 @@ func (k *Kind) apply(o config.Option) error {
 		}
 		k.CPUPercent = n
 	case "Limits.TmpSize", "Limits.HomeSize":
-		n, err := config.ParseBytes(v)
+		n, err := serverconf.ParseBytes(v)
 		if err != nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func (k *Kind) apply(o config.Option) error {
 			k.HomeSize = n
 		}
 	case "Limits.Deadline":
-		d, err := config.ParseTimespan(v)
+		d, err := serverconf.ParseTimespan(v)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("%q: a positive time span such as 120s", v)
 		}

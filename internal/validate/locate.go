@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/soda-project/soda/internal/config"
 	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/serverconf"
 )
 
 // TokenPath is the default bearer token file of kind's HTTP listener,
@@ -80,7 +80,7 @@ func (e Endpoint) From() string {
 // (Listen is then ""); one that does not parse, or an owner record that
 // cannot be read for want of permission, is.
 func Locate(configDir, stateDir, kind string) (Endpoint, error) {
-	if err := config.ValidName(kind); err != nil {
+	if err := serverconf.ValidName(kind); err != nil {
 		return Endpoint{}, fmt.Errorf("validator kind %q: %w", kind, err)
 	}
 	e := Endpoint{Kind: kind, TokenFile: TokenPath(stateDir, kind), Config: filepath.Join(configDir, kind+".conf")}

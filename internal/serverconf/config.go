@@ -20,7 +20,7 @@
 // Parsing uses go-systemd's unit package, so continuation lines, comments and
 // repeated keys behave as they do in unit files. Every error names the file,
 // the line and the key at fault.
-package config
+package serverconf
 
 import (
 	"bytes"
