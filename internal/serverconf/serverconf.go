@@ -1,4 +1,4 @@
-// Package config reads soda's per-server configuration files
+// Package serverconf reads soda's per-server configuration files
 // (/etc/soda/mcp/NAME.conf) written in systemd's INI syntax.
 //
 // A file looks like this:
