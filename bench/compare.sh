@@ -46,11 +46,27 @@ die() { log "error: $*"; exit 1; }
 TMP=
 WT=      # the before tree, once added
 CHILD=   # the bench now running
+# tree_pids PID -> PID and all its descendants
+tree_pids() {
+  ps -eo pid=,ppid= | awk -v r="$1" '{p[$1]=$2} END{t[r]=1; do {c=0; for (k in p) if (!(k in t) && (p[k] in t)) {t[k]=1; c++}} while (c); for (k in t) print k}'
+}
 cleanup() {
+  local seen p i
   trap - EXIT INT TERM
   if [ -n "$CHILD" ]; then
-    kill -TERM "$CHILD" 2>/dev/null # each bench stops what it started on SIGTERM
+    # run.sh and sandbox.sh stop what they started on SIGTERM; sessions.sh
+    # does not stop its go test: whatever of the tree outlives the script is
+    # sent SIGTERM, then SIGKILL.
+    seen=$(tree_pids "$CHILD")
+    kill -TERM "$CHILD" 2>/dev/null
     wait "$CHILD" 2>/dev/null
+    for p in $seen; do kill -TERM "$p" 2>/dev/null; done
+    for i in $(seq 1 50); do
+      for p in $seen; do kill -0 "$p" 2>/dev/null && break; done
+      kill -0 "$p" 2>/dev/null || break
+      sleep 0.1
+    done
+    for p in $seen; do kill -KILL "$p" 2>/dev/null; done
   fi
   if [ -n "$WT" ]; then
     [ -L "$WT/bench/node_modules" ] && rm -f "$WT/bench/node_modules" # the after tree's, shared
@@ -79,6 +95,9 @@ AFTER_DESC="$(git -C "$ROOT" log -1 --format='%h %s' HEAD)"
 
 mkdir -p "$OUT" || die "cannot create $OUT"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/soda-compare.XXXXXX") || die "cannot create a temp dir"
+# 0755, not mktemp's 0700: a root soda-mcpd runs its children as soda-mcp or
+# nobody, who must reach the before tree's bin/mcpecho.
+chmod 0755 "$TMP"
 WT=$TMP/before
 log "before: $BEFORE_DESC"
 log "after:  $AFTER_DESC ($ROOT)"
@@ -131,7 +150,12 @@ run_one() {
       # both log "raw results in DIR; table(s) in ..." last
       dir=$(sed -n 's/.*raw results in \(.*\); tables\{0,1\} in .*/\1/p' "$lg" | tail -n 1)
       local f=results.jsonl; [ "$bench" = sandbox ] && f=sandbox.jsonl
-      if [ -n "$dir" ] && [ -s "$dir/$f" ]; then cp "$dir/$f" "$OUT/$tag.jsonl"; else [ $rc = 0 ] && rc=1; fi
+      if [ -n "$dir" ] && [ -s "$dir/$f" ]; then
+        cp "$dir/$f" "$OUT/$tag.jsonl"
+        cp -r "$dir" "$OUT/$tag" # its logs too (the before tree goes away)
+      else
+        [ $rc = 0 ] && rc=1
+      fi
       ;;
     sessions) [ -s "$OUT/$tag.txt" ] || { [ $rc = 0 ] && rc=1; } ;;
   esac
@@ -191,8 +215,10 @@ const FIG = {
     ['latency p50, 1 session x 2000 calls via soda-mcpd', 'ms', 3, (raw) => echo(raw, 1, 2000, 'p50_ms')],
     ['latency p99, 1 session x 2000 calls via soda-mcpd', 'ms', 3, (raw) => echo(raw, 1, 2000, 'p99_ms')],
     ['throughput, 8 sessions x 500 calls (higher is better)', 'calls/s', 0, (raw) => echo(raw, 8, 500, 'calls_per_sec')],
-    ['cold start, spawn to first initialize answered, median', 'ms', 2,
-      (raw) => raw.find((r) => r.section === 'cold' && r.peer === 'soda-mcpd' && r.res)?.res.init_ms_p50 ?? NaN],
+    ['cold start, spawn to first initialize answered, median', 'ms', 2, (raw) => {
+      const res = raw.find((r) => r.section === 'cold' && r.peer === 'soda-mcpd' && r.res)?.res;
+      return res && res.ok_calls > 0 ? res.init_ms_p50 : NaN; // coldstart: ok_calls = runs answered
+    }],
     ['RSS of soda-mcpd idle', 'MiB', 1, (raw) => (raw.find((r) => r.section === 'rss' && r.peer === 'soda-mcpd')?.idle_kb ?? NaN) / 1024],
   ],
   sandbox: [
@@ -218,6 +244,22 @@ const load = (bench, side, r) => {
   const base = `${OUT}/${bench}.${side}.r${r}`;
   if (bench === 'sessions') return existsSync(`${base}.txt`) ? readFileSync(`${base}.txt`, 'utf8') : null;
   return jsonl(`${base}.jsonl`);
+};
+// problems(bench, raw) -> what went wrong in soda's rows of one run
+const problems = (bench, raw) => {
+  if (!raw) return ['no results'];
+  if (bench === 'sessions') return FIG.sessions.some(([, , , f]) => !Number.isFinite(f(raw))) ? ['a figure is missing from its output'] : [];
+  const out = [];
+  for (const r of raw) {
+    if (bench === 'bridge' && r.peer === 'soda-mcpd') {
+      if (r.failed) out.push(`${r.section}: ${r.failed}`);
+      if (r.res && (r.res.errors || r.res.init_errors)) out.push(`${r.section}${r.S ? ` S=${r.S} N=${r.N}` : ''}: ${r.res.errors} errors, ${r.res.init_errors} init errors${r.res.first_error ? ` (${r.res.first_error})` : ''}`);
+    }
+    if (bench === 'sandbox' && r.failed && (r.section === 'exec' || (r.env === 'host' && ['sodactl', 'true'].includes(r.name))))
+      out.push(`${r.section} ${r.name || ''}: ${r.failed}`);
+    if (bench === 'sandbox' && r.section === 'startup' && r.res?.fails && ['sodactl', 'true'].includes(r.name)) out.push(`startup ${r.name}: ${r.res.fails} failed runs`);
+  }
+  return out;
 };
 const fmt = (x, d) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const runs = readFileSync(`${OUT}/runs.tsv`, 'utf8').split('\n').slice(1).filter(Boolean).map((l) => l.split('\t'));
@@ -247,6 +289,9 @@ for (const bench of benches) {
   }
 }
 const failed = runs.filter((x) => x[3] !== '0');
+const probs = [];
+for (const bench of benches) for (const side of ['before', 'after']) for (let r = 1; r <= ROUNDS; r++)
+  for (const e of problems(bench, load(bench, side, r))) probs.push(`${bench} ${side} round ${r}: ${e}`);
 p();
 p(`Wall time: ${env.TOTAL} s for the rounds (builds not included); median per run: ` +
   benches.map((b) => `${b} ${fmt(secs(b), 0)} s`).join(', ') + '.');
@@ -254,6 +299,12 @@ if (failed.length) {
   p();
   p('Failed runs (their figures are missing above; see their .log): ' +
     failed.map((x) => `${x[0]} ${x[1]} round ${x[2]} (exit ${x[3]})`).join('; ') + '.');
+}
+if (probs.length) {
+  p();
+  p('Problems (figures of these runs are missing or suspect; see their .log and directory):');
+  p();
+  for (const x of probs) p(`- ${x}`);
 }
 p();
 p(`Raw results and logs: ${OUT}`);
@@ -263,3 +314,5 @@ cp "$OUT/compare.md" "$BENCH/results/latest-compare.md"
 cat "$BENCH/results/latest-compare.md"
 log "raw results and logs in $OUT; table in bench/results/latest-compare.md"
 [ ${#FAILS[@]} = 0 ] || { log "failed runs: ${FAILS[*]}"; exit 1; }
+grep -q '^Problems' "$OUT/compare.md" && { log "some runs had problems: see the end of the table"; exit 1; }
+exit 0
