@@ -112,7 +112,7 @@ FUZZ := \
 	./internal/stdiorpc:FuzzCheckFrame \
 	./internal/mcpbridge:FuzzSplitBody \
 	./internal/session:FuzzSnapshot \
-	./internal/mcpconfig:FuzzParse \
+	./internal/agentmcp:FuzzParse \
 	./internal/clientconfig:FuzzAgentFiles \
 	./internal/serverconf:FuzzParseOptions
 fuzz:

@@ -14,11 +14,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/soda-project/soda/internal/agentmcp"
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/egress"
-	"github.com/soda-project/soda/internal/mcpconfig"
 	"github.com/soda-project/soda/internal/mcpgrant"
-	"github.com/soda-project/soda/internal/mcprun"
+	"github.com/soda-project/soda/internal/perrunmcp"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 	"github.com/soda-project/soda/internal/sodadclient"
@@ -28,7 +28,7 @@ import (
 // servers running on the host, its inside and remote ones, and the mask
 // the sandbox sees in place of the file.
 type perRun struct {
-	set *mcprun.Set
+	set *perrunmcp.Set
 	// others are the inside and remote servers, for the agents' files; a
 	// remote one on the host's loopback has its Port, relayed.
 	others []mcpgrant.Grant
@@ -44,7 +44,7 @@ const maxConfigBytes = wire.MaxMaskBytes
 type perRunConfig struct {
 	file string
 	data []byte
-	plan mcprun.Plan
+	plan perrunmcp.Plan
 }
 
 // loadPerRun reads and checks --mcp-config (nil without one); with none
@@ -61,14 +61,14 @@ func loadPerRun(ro *runOptions) (*perRunConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--mcp-config: %w", err)
 	}
-	c, err := mcpconfig.Parse(file, data)
+	c, err := agentmcp.Parse(file, data)
 	if err != nil {
 		return nil, fmt.Errorf("--mcp-config: %w", err)
 	}
 	if err := c.Expand(os.LookupEnv); err != nil {
 		return nil, fmt.Errorf("--mcp-config %s: %w", file, err)
 	}
-	plan, err := mcprun.NewPlan(c, ro.mcpInside, ro.mcpOptional)
+	plan, err := perrunmcp.NewPlan(c, ro.mcpInside, ro.mcpOptional)
 	if err != nil {
 		return nil, usagef("sodactl run", "--mcp-config %s: %v", file, err)
 	}
@@ -124,7 +124,7 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 	for _, line := range startNotices(plan.Host) {
 		fmt.Fprintln(stderr, line)
 	}
-	if p.set, err = mcprun.Start(ctx, log, mcprun.Options{Servers: plan.Host, Optional: plan.Optional, Dir: dir, ReservedPort: sandbox.DefaultProxyPort}); err != nil {
+	if p.set, err = perrunmcp.Start(ctx, log, perrunmcp.Options{Servers: plan.Host, Optional: plan.Optional, Dir: dir, ReservedPort: sandbox.DefaultProxyPort}); err != nil {
 		return nil, fmt.Errorf("--mcp-config %s: %w", file, err)
 	}
 	drop := slices.Clone(plan.Disabled)
@@ -137,9 +137,9 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 	}
 	eps := p.set.Endpoints()
 	for _, s := range plan.Remote {
-		eps[s.Name] = mcpconfig.Endpoint{URL: s.URL, Headers: s.Headers}
+		eps[s.Name] = agentmcp.Endpoint{URL: s.URL, Headers: s.Headers}
 	}
-	masked, err := mcpconfig.Rewrite(file, data, eps, drop)
+	masked, err := agentmcp.Rewrite(file, data, eps, drop)
 	if err != nil {
 		p.close()
 		return nil, fmt.Errorf("--mcp-config: %w", err)
@@ -152,7 +152,7 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 // each server that a package runner (npx, uvx...) starts, which may
 // download its package first, so that the wait for its health check is
 // not silent.
-func startNotices(servers []mcpconfig.Server) []string {
+func startNotices(servers []agentmcp.Server) []string {
 	var lines []string
 	for _, s := range servers {
 		runner := packageRunner(s.Command, s.Args)
@@ -160,7 +160,7 @@ func startNotices(servers []mcpconfig.Server) []string {
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("sodactl: MCP server %s: starting on the host (%s may download its package first; waiting up to %d s for it to answer)",
-			s.Name, runner, int(mcprun.DefaultStartTimeout.Seconds())))
+			s.Name, runner, int(perrunmcp.DefaultStartTimeout.Seconds())))
 	}
 	return lines
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/soda-project/soda/internal/mcpconfig"
+	"github.com/soda-project/soda/internal/agentmcp"
 )
 
 // TestStartNotices: a host server that a package runner starts gets a
@@ -30,7 +30,7 @@ func TestStartNotices(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.command+" "+strings.Join(tt.args, " "), func(t *testing.T) {
-			lines := startNotices([]mcpconfig.Server{{Name: "srv", Command: tt.command, Args: tt.args, Transport: "stdio"}})
+			lines := startNotices([]agentmcp.Server{{Name: "srv", Command: tt.command, Args: tt.args, Transport: "stdio"}})
 			if tt.want == "" {
 				if len(lines) != 0 {
 					t.Errorf("lines %q, want none", lines)

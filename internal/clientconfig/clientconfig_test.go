@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/soda-project/soda/internal/mcpconfig"
+	"github.com/soda-project/soda/internal/agentmcp"
 )
 
 const tok = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -425,7 +425,7 @@ func TestClaudeMCPConfigArg(t *testing.T) {
 
 // TestAgentFilesEntries: an HTTP entry with a remote server's own headers
 // and a stdio entry (run inside the sandbox) read back, through each
-// agent's format as mcpconfig parses it, as what was written.
+// agent's format as agentmcp parses it, as what was written.
 func TestAgentFilesEntries(t *testing.T) {
 	files, err := AgentFiles([]Server{
 		{Name: "remote", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"X-Api-Key": "k"}},
@@ -437,7 +437,7 @@ func TestAgentFilesEntries(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(f.Path, func(t *testing.T) {
-			c, err := mcpconfig.Parse(f.Path, f.Data)
+			c, err := agentmcp.Parse(f.Path, f.Data)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, f.Data)
 			}
@@ -459,7 +459,7 @@ func TestAgentFilesEntries(t *testing.T) {
 }
 
 // FuzzAgentFiles: the files AgentFiles writes into a sandbox's home read
-// back, through mcpconfig.Parse (soda's reader of the agents' files), as
+// back, through agentmcp.Parse (soda's reader of the agents' files), as
 // the servers they were written for, in every agent's format: an HTTP
 // entry's URL, token and headers, a stdio entry's command, arguments and
 // environment, whatever bytes (UTF-8) they hold. Seeded from
@@ -477,13 +477,13 @@ func FuzzAgentFiles(f *testing.F) {
 			}
 		}
 		if !grantName(name) {
-			return // what no grant is named (mcpgrant, mcpconfig)
+			return // what no grant is named (mcpgrant, agentmcp)
 		}
 		if u, err := neturl.Parse(url); command == "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
 			return // not an endpoint of a grant either
 		}
 		s := Server{Name: name, URL: url, Token: token, Command: command}
-		want := mcpconfig.Server{Name: name}
+		want := agentmcp.Server{Name: name}
 		if command != "" {
 			s.Args, s.Env = []string{arg}, map[string]string{ek: ev}
 			want.Transport, want.Command, want.Args, want.Env = "stdio", command, s.Args, s.Env
@@ -499,7 +499,7 @@ func FuzzAgentFiles(f *testing.F) {
 			t.Fatalf("AgentFiles(%+v): %v", s, err)
 		}
 		for _, file := range files {
-			c, err := mcpconfig.Parse(file.Path, file.Data)
+			c, err := agentmcp.Parse(file.Path, file.Data)
 			if err != nil {
 				t.Fatalf("%s for %+v: %v\n%s", file.Path, s, err, file.Data)
 			}

@@ -1,4 +1,4 @@
-// Package mcpconfig reads an agent's own MCP configuration, in the four
+// Package agentmcp reads an agent's own MCP configuration, in the four
 // formats users have: Claude Code's .mcp.json ("mcpServers"), Codex's
 // config.toml ([mcp_servers.NAME]), OpenCode's opencode.json ("mcp") and
 // VS Code's mcp.json ("servers", JSON with comments). Each server is
@@ -6,7 +6,7 @@
 // or a remote URL (http or sse). It is the input of sodactl run
 // --mcp-config (issue 15): the stdio servers are to run on the host,
 // behind soda's bridge.
-package mcpconfig
+package agentmcp
 
 import (
 	"bytes"

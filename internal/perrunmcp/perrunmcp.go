@@ -1,5 +1,5 @@
-// Package mcprun runs an agent's own stdio MCP servers (read by package
-// mcpconfig) on the host for the length of one sandboxed run, each behind
+// Package perrunmcp runs an agent's own stdio MCP servers (read by package
+// agentmcp) on the host for the length of one sandboxed run, each behind
 // soda's bridge: a fresh bearer token and a free loopback port per server,
 // one supervised child per client session (internal/mcpbridge, which kills
 // a child's whole group even when this process is killed), its
@@ -8,7 +8,7 @@
 // returns are what the sandbox's egress relays and the agents'
 // configuration names. It is the host side of sodactl run --mcp-config
 // (issue 15).
-package mcprun
+package perrunmcp
 
 import (
 	"context"
@@ -24,12 +24,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/soda-project/soda/internal/agentmcp"
 	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/clientconfig"
 	"github.com/soda-project/soda/internal/httpfront"
 	"github.com/soda-project/soda/internal/mcpbridge"
-	"github.com/soda-project/soda/internal/mcpconfig"
 	"github.com/soda-project/soda/internal/mcpgrant"
 	"github.com/soda-project/soda/internal/serverconf"
 	"github.com/soda-project/soda/internal/token"
@@ -42,7 +42,7 @@ const DefaultStartTimeout = 60 * time.Second
 // Options configure Start.
 type Options struct {
 	// Servers are the stdio servers to run (Transport "stdio").
-	Servers []mcpconfig.Server
+	Servers []agentmcp.Server
 	// Optional names servers whose failed health check is logged and
 	// skipped instead of failing Start.
 	Optional []string
@@ -133,7 +133,7 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (*Set, error) {
 	return set, nil
 }
 
-func start(ctx context.Context, log *slog.Logger, srv mcpconfig.Server, opts Options) (*Server, error) {
+func start(ctx context.Context, log *slog.Logger, srv agentmcp.Server, opts Options) (*Server, error) {
 	if srv.Transport != "stdio" || srv.Command == "" {
 		return nil, errors.New("not a stdio server")
 	}
@@ -243,12 +243,12 @@ func (s *Set) Close(ctx context.Context) {
 // Plan is what a run does with each server of an agent's configuration.
 type Plan struct {
 	// Host are the stdio servers to run on the host (Start).
-	Host []mcpconfig.Server
+	Host []agentmcp.Server
 	// Inside are the stdio servers the agent starts itself, inside the
 	// sandbox (sodactl run --mcp-inside).
-	Inside []mcpconfig.Server
+	Inside []agentmcp.Server
 	// Remote are the http and sse servers: their host:port is granted.
-	Remote []mcpconfig.Server
+	Remote []agentmcp.Server
 	// Disabled are the servers the configuration disables.
 	Disabled []string
 	// Optional are the servers whose failed health check skips them.
@@ -258,8 +258,8 @@ type Plan struct {
 // NewPlan sorts the servers of c: inside names the stdio servers to run
 // inside the sandbox, optional those whose failed health check does not
 // stop the run; both must name servers of c (inside a stdio one).
-func NewPlan(c *mcpconfig.Config, inside, optional []string) (Plan, error) {
-	byName := map[string]mcpconfig.Server{}
+func NewPlan(c *agentmcp.Config, inside, optional []string) (Plan, error) {
+	byName := map[string]agentmcp.Server{}
 	for _, s := range c.Servers {
 		byName[s.Name] = s
 	}
@@ -289,7 +289,7 @@ func NewPlan(c *mcpconfig.Config, inside, optional []string) (Plan, error) {
 	return p, nil
 }
 
-func names(servers []mcpconfig.Server) string {
+func names(servers []agentmcp.Server) string {
 	if len(servers) == 0 {
 		return "none"
 	}
@@ -301,11 +301,11 @@ func names(servers []mcpconfig.Server) string {
 }
 
 // Endpoints are the running servers' URLs and tokens, by name (what
-// mcpconfig.Rewrite puts in place of their commands).
-func (s *Set) Endpoints() map[string]mcpconfig.Endpoint {
-	eps := map[string]mcpconfig.Endpoint{}
+// agentmcp.Rewrite puts in place of their commands).
+func (s *Set) Endpoints() map[string]agentmcp.Endpoint {
+	eps := map[string]agentmcp.Endpoint{}
 	for _, srv := range s.Servers {
-		eps[srv.Name] = mcpconfig.Endpoint{URL: srv.Grant.Entry.URL, Token: srv.Grant.Entry.Token}
+		eps[srv.Name] = agentmcp.Endpoint{URL: srv.Grant.Entry.URL, Token: srv.Grant.Entry.Token}
 	}
 	return eps
 }

@@ -1,4 +1,4 @@
-package mcprun
+package perrunmcp
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/soda-project/soda/internal/agentmcp"
 	"github.com/soda-project/soda/internal/child"
-	"github.com/soda-project/soda/internal/mcpconfig"
 )
 
 var echoBin string
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	if child.IsGate() {
 		child.RunGate()
 	}
-	dir, err := os.MkdirTemp("", "mcprun-test")
+	dir, err := os.MkdirTemp("", "perrunmcp-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -60,7 +60,7 @@ func post(t *testing.T, url, tok string) int {
 func TestStartServeClose(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	set, err := Start(ctx, log, Options{Servers: []mcpconfig.Server{
+	set, err := Start(ctx, log, Options{Servers: []agentmcp.Server{
 		{Name: "b", Transport: "stdio", Command: echoBin, Env: map[string]string{"API_KEY": "s3cret"}},
 		{Name: "a", Transport: "stdio", Command: echoBin},
 	}})
@@ -103,21 +103,21 @@ func TestStartServeClose(t *testing.T) {
 
 func TestHealthCheck(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	bad := mcpconfig.Server{Name: "broken", Transport: "stdio", Command: "sh", Args: []string{"-c", "echo 'cannot reach the API: missing key' >&2; exit 3"}}
-	good := mcpconfig.Server{Name: "good", Transport: "stdio", Command: echoBin}
-	missing := mcpconfig.Server{Name: "nocmd", Transport: "stdio", Command: "soda-no-such-command"}
-	silent := mcpconfig.Server{Name: "silent", Transport: "stdio", Command: "sleep", Args: []string{"60"}}
+	bad := agentmcp.Server{Name: "broken", Transport: "stdio", Command: "sh", Args: []string{"-c", "echo 'cannot reach the API: missing key' >&2; exit 3"}}
+	good := agentmcp.Server{Name: "good", Transport: "stdio", Command: echoBin}
+	missing := agentmcp.Server{Name: "nocmd", Transport: "stdio", Command: "soda-no-such-command"}
+	silent := agentmcp.Server{Name: "silent", Transport: "stdio", Command: "sleep", Args: []string{"60"}}
 	tests := []struct {
 		name     string
-		servers  []mcpconfig.Server
+		servers  []agentmcp.Server
 		optional []string
 		want     []string // in the error; none: Start succeeds
 		skipped  int
 	}{
-		{"stderr tail", []mcpconfig.Server{good, bad}, nil, []string{"MCP server broken failed its health check", "missing key"}, 0},
-		{"optional skipped", []mcpconfig.Server{good, bad}, []string{"broken"}, nil, 1},
-		{"no command", []mcpconfig.Server{missing}, nil, []string{"MCP server nocmd", "soda-no-such-command"}, 0},
-		{"never answers", []mcpconfig.Server{silent}, nil, []string{"MCP server silent", "initialize"}, 0},
+		{"stderr tail", []agentmcp.Server{good, bad}, nil, []string{"MCP server broken failed its health check", "missing key"}, 0},
+		{"optional skipped", []agentmcp.Server{good, bad}, []string{"broken"}, nil, 1},
+		{"no command", []agentmcp.Server{missing}, nil, []string{"MCP server nocmd", "soda-no-such-command"}, 0},
+		{"never answers", []agentmcp.Server{silent}, nil, []string{"MCP server silent", "initialize"}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,7 +158,7 @@ func TestHealthCheck(t *testing.T) {
 // (it used to lose the race now and then: "session ended").
 func TestFailingServerStderrEveryTime(t *testing.T) {
 	for i := range 10 {
-		_, err := Start(context.Background(), slog.New(slog.DiscardHandler), Options{Servers: []mcpconfig.Server{{
+		_, err := Start(context.Background(), slog.New(slog.DiscardHandler), Options{Servers: []agentmcp.Server{{
 			Name: "broken", Transport: "stdio", Command: "sh", Args: []string{"-c", "echo 'broken: cannot reach the database' >&2; exit 3"},
 		}}, StartTimeout: 5 * time.Second})
 		if err == nil || !strings.Contains(err.Error(), "broken: cannot reach the database") {

@@ -1,4 +1,4 @@
-package mcpconfig
+package agentmcp
 
 import (
 	"bytes"
