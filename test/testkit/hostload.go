@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -166,19 +165,21 @@ func MeasureHost(ctx context.Context, o ProbeOptions) (HostLoad, error) {
 		}
 		return r
 	}
-	var wg sync.WaitGroup
-	var ps result
-	wg.Go(func() { ps = loop("ps") })
-	other := loop("true", "python3")
-	wg.Wait()
-	if err := errors.Join(other.err, ps.err); err != nil {
-		return HostLoad{}, err
+	// One loop, one command at a time: the probe must not compete with
+	// itself. With ps -e in a loop of its own, a sandbox at its task limit
+	// (1024 processes for ps to read, 80 ms a run) made the probe's own ps
+	// take most of the CPU the sandbox's quota leaves the host, and
+	// python3 -c pass, measured meanwhile, twice as slow, whatever the
+	// sandbox did (a CI run failed on exactly that, 2.07 × its baseline).
+	r := loop("ps", "true", "python3")
+	if r.err != nil {
+		return HostLoad{}, r.err
 	}
 	return HostLoad{
 		Elapsed: time.Since(start),
-		True:    summarize(other.runs["true"], other.timedOut["true"]),
-		Python:  summarize(other.runs["python3"], other.timedOut["python3"]),
-		PS:      summarize(ps.runs["ps"], ps.timedOut["ps"]),
+		True:    summarize(r.runs["true"], r.timedOut["true"]),
+		Python:  summarize(r.runs["python3"], r.timedOut["python3"]),
+		PS:      summarize(r.runs["ps"], r.timedOut["ps"]),
 	}, nil
 }
 
