@@ -111,7 +111,7 @@ FUZZ := \
 	./internal/egress:FuzzConnectRequest \
 	./internal/stdiorpc:FuzzCheckFrame \
 	./internal/mcpbridge:FuzzSplitBody \
-	./internal/session:FuzzSnapshot \
+	./internal/sandboxsession:FuzzSnapshot \
 	./internal/agentmcp:FuzzParse \
 	./internal/clientconfig:FuzzAgentFiles \
 	./internal/serverconf:FuzzParseOptions

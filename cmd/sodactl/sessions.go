@@ -13,8 +13,8 @@ import (
 
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox"
-	"github.com/soda-project/soda/internal/session"
-	"github.com/soda-project/soda/internal/sessionmcp"
+	"github.com/soda-project/soda/internal/sandboxsession"
+	"github.com/soda-project/soda/internal/sandboxsession/sessionmcp"
 	"github.com/soda-project/soda/internal/sodadclient"
 	"github.com/soda-project/soda/internal/stdiorpc"
 	"github.com/soda-project/soda/internal/systemd"
@@ -76,7 +76,7 @@ Options:
 
 // sessionOptions holds the command line of "sodactl sandbox mcp".
 type sessionOptions struct {
-	lim                                                 session.Limits
+	lim                                                 sandboxsession.Limits
 	direct, verbose                                     bool
 	quota, memory, tmpSize, homeSize, degraded, profile string
 	allow                                               listFlag
@@ -111,7 +111,7 @@ func (so *sessionOptions) flagSet() *flag.FlagSet {
 
 // sandboxMCPCommand implements "sodactl sandbox mcp".
 func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	so := sessionOptions{lim: session.DefaultLimits}
+	so := sessionOptions{lim: sandboxsession.DefaultLimits}
 	fs := so.flagSet()
 	pos, err := parseInterspersed(fs, args, sandboxMCPUsage, "sodactl sandbox mcp")
 	if err != nil {
@@ -140,7 +140,7 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	mode := "direct"
-	var mgr *session.Manager
+	var mgr *sandboxsession.Manager
 	var closeBackend func()
 	if so.profile != "" {
 		mode = "sodad"
@@ -214,7 +214,7 @@ func (so *sessionOptions) template() (sandbox.Spec, error) {
 // sodadSessions is the session manager whose sandboxes are sodad's, from
 // so.profile, within tmpl's limits and allow-list where the command line
 // gave them (fs tells which it did); done closes the bus connection.
-func (so *sessionOptions) sodadSessions(ctx context.Context, fs *flag.FlagSet, tmpl sandbox.Spec, log, journal *slog.Logger) (mgr *session.Manager, done func(), err error) {
+func (so *sessionOptions) sodadSessions(ctx context.Context, fs *flag.FlagSet, tmpl sandbox.Spec, log, journal *slog.Logger) (mgr *sandboxsession.Manager, done func(), err error) {
 	c, err := sodadclient.Connect(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -246,14 +246,14 @@ func (so *sessionOptions) sodadSessions(ctx context.Context, fs *flag.FlagSet, t
 			spec.Allow = append(spec.Allow, g.String())
 		}
 	}
-	mgr = session.NewManager(&session.Sodad{Client: c, Profile: so.profile, Spec: spec}, so.lim, log, journal)
+	mgr = sandboxsession.NewManager(&sandboxsession.Sodad{Client: c, Profile: so.profile, Spec: spec}, so.lim, log, journal)
 	return mgr, func() { c.Close() }, nil
 }
 
 // directSessions is the session manager whose sandboxes this process
 // builds, from tmpl, with an engine of its own (what killed sandboxes
 // left is swept meanwhile); done closes the engine.
-func (so *sessionOptions) directSessions(ctx context.Context, tmpl sandbox.Spec, log, journal *slog.Logger) (mgr *session.Manager, done func(), err error) {
+func (so *sessionOptions) directSessions(ctx context.Context, tmpl sandbox.Spec, log, journal *slog.Logger) (mgr *sandboxsession.Manager, done func(), err error) {
 	ecfg := sandbox.Detect()
 	ecfg.Log = log
 	// The engine's egress records go to the session whose sandbox made
@@ -270,7 +270,7 @@ func (so *sessionOptions) directSessions(ctx context.Context, tmpl sandbox.Spec,
 	if err != nil {
 		return nil, nil, err
 	}
-	mgr = session.NewManager(&session.Direct{Engine: engine, Template: tmpl}, so.lim, log, journal)
+	mgr = sandboxsession.NewManager(&sandboxsession.Direct{Engine: engine, Template: tmpl}, so.lim, log, journal)
 	go func() {
 		if removed, err := engine.SweepLeftovers(ctx); err != nil {
 			log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)

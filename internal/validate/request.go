@@ -7,7 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sandboxsession"
 )
 
 // Bounds of a request (the seed's figures).
@@ -31,7 +31,7 @@ func (e *RefusedError) Error() string { return "refused: " + e.Reason }
 
 // CheckFiles checks a request against k before anything is allocated:
 // 1 to MaxFiles files, each at most MaxFileBytes of UTF-8 and MaxAllBytes
-// in all, portable relative names (session.CheckPath) of at most 255
+// in all, portable relative names (sandboxsession.CheckPath) of at most 255
 // bytes with no segment beginning with "-" and no C1 control or
 // bidirectional formatting character, no two equal or one inside another
 // under Unicode case folding, each matching the kind's patterns.
@@ -46,7 +46,7 @@ func CheckFiles(k *Kind, files []File) error {
 		if len(f.Path) > maxNameBytes {
 			return refuse("path of %d bytes: at most %d", len(f.Path), maxNameBytes)
 		}
-		if err := session.CheckPath(f.Path); err != nil {
+		if err := sandboxsession.CheckPath(f.Path); err != nil {
 			return refuse("%v", err)
 		}
 		// A name is never an option: the validator's argv has an

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/metrics"
-	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sandboxsession"
 )
 
 // Errors of a call that did not run.
@@ -33,7 +33,7 @@ var (
 type Worker struct {
 	metrics *metrics.Validator // nil: off
 	kind    *Kind
-	backend session.Backend
+	backend sandboxsession.Backend
 	log     *slog.Logger
 	tool    *tool  // the validator's binary and trees, digested at start
 	owner   *Owner // where poisoning is recorded (nil: memory only)
@@ -68,7 +68,7 @@ const DefaultSettle = 90 * time.Second
 // digest now, of its binary and its ReadOnlyPaths trees: one changed later
 // fails each call until a restart. A worker whose
 // owner record is poisoned starts no sandbox and refuses every call.
-func NewWorker(k *Kind, b session.Backend, owner *Owner, log *slog.Logger) (*Worker, error) {
+func NewWorker(k *Kind, b sandboxsession.Backend, owner *Owner, log *slog.Logger) (*Worker, error) {
 	tl, err := newTool(k.Command[0], k.ReadOnlyPaths)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func NewWorker(k *Kind, b session.Backend, owner *Owner, log *slog.Logger) (*Wor
 }
 
 type spareBox struct {
-	box session.Box
+	box sandboxsession.Box
 	err error
 }
 
@@ -374,7 +374,7 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	}
 	_ = tw.Close()
 	var tarErr bytes.Buffer
-	if st, err := box.Exec(runCtx, []string{"tar", "-x", "-f", "-", "-C", session.Workspace}, session.Workspace, &in, &bytes.Buffer{}, &tarErr, 30*time.Second); err != nil || st.Code != 0 {
+	if st, err := box.Exec(runCtx, []string{"tar", "-x", "-f", "-", "-C", sandboxsession.Workspace}, sandboxsession.Workspace, &in, &bytes.Buffer{}, &tarErr, 30*time.Second); err != nil || st.Code != 0 {
 		v.Status = StatusFailed
 		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the sources could not be written into the sandbox: %v %s", err, strings.TrimSpace(tarErr.String()))})
 		return v, nil
@@ -394,7 +394,7 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		case <-execCtx.Done():
 		}
 	}()
-	st, err := box.Exec(execCtx, argv, session.Workspace, nil, &out, &out, k.Deadline)
+	st, err := box.Exec(execCtx, argv, sandboxsession.Workspace, nil, &out, &out, k.Deadline)
 	switch {
 	case ctx.Err() != nil:
 		v.Status = StatusCancelled

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sandboxsession"
 )
 
-// fakeBackend is a session.Backend for the worker's own logic: its
+// fakeBackend is a sandboxsession.Backend for the worker's own logic: its
 // sandboxes run nothing. Start blocks until release is closed (when set);
 // each box's Close returns closeErr; home, when set, is a directory each
 // box makes there, as the direct backend makes the sandbox's home, and
@@ -36,7 +36,7 @@ type fakeBackend struct {
 
 func (b *fakeBackend) Mode() string { return "fake" }
 
-func (b *fakeBackend) Start(ctx context.Context, quota int64) (session.Box, error) {
+func (b *fakeBackend) Start(ctx context.Context, quota int64) (sandboxsession.Box, error) {
 	b.starts.Add(1)
 	if b.release != nil {
 		<-b.release
@@ -63,14 +63,14 @@ type fakeBox struct {
 
 func (x *fakeBox) ID() string { return "fake" }
 
-func (x *fakeBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (session.ExitStatus, error) {
+func (x *fakeBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (sandboxsession.ExitStatus, error) {
 	if stdin != nil {
 		_, _ = io.Copy(io.Discard, stdin)
 	}
 	if argv[0] != "tar" && x.b.execBlock != nil {
 		<-x.b.execBlock
 	}
-	return session.ExitStatus{}, nil
+	return sandboxsession.ExitStatus{}, nil
 }
 
 func (x *fakeBox) Close(ctx context.Context) error {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/sandbox"
-	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sandboxsession"
 	"github.com/soda-project/soda/internal/stdiorpc"
 	"github.com/soda-project/soda/internal/systemd"
 	"github.com/soda-project/soda/internal/validate"
@@ -137,9 +137,9 @@ type opts struct {
 // ones left. It is the seam through which the unit tests give run a fake
 // (newLinuxEngine makes the real one).
 type sandboxEngine interface {
-	// Backend is the session.Backend of sandboxes made from tmpl, their
+	// Backend is the sandboxsession.Backend of sandboxes made from tmpl, their
 	// homes made in homeDir.
-	Backend(tmpl sandbox.Spec, homeDir string) session.Backend
+	Backend(tmpl sandbox.Spec, homeDir string) sandboxsession.Backend
 	// SweepLeftovers removes what killed sandboxes left and names it.
 	SweepLeftovers(ctx context.Context) ([]string, error)
 	Close() error
@@ -149,8 +149,8 @@ type sandboxEngine interface {
 type linuxEngine struct{ *sandbox.Linux }
 
 // Backend implements sandboxEngine: the engine's sandboxes, directly.
-func (e linuxEngine) Backend(tmpl sandbox.Spec, homeDir string) session.Backend {
-	return &session.Direct{Engine: e.Linux, Template: tmpl, HomeDir: homeDir}
+func (e linuxEngine) Backend(tmpl sandbox.Spec, homeDir string) sandboxsession.Backend {
+	return &sandboxsession.Direct{Engine: e.Linux, Template: tmpl, HomeDir: homeDir}
 }
 
 // newLinuxEngine starts the sandbox engine of this host, its sandboxes'

@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/soda-project/soda/internal/sandbox"
-	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sandboxsession"
 	"github.com/soda-project/soda/internal/validate"
 	"github.com/soda-project/soda/internal/version"
 )
@@ -30,7 +30,7 @@ type fakeEngine struct {
 	startErr, closeErr error
 	// validator answers a validator's run: its status, its output, an
 	// error of the backend. Nil: exit status 0, no output.
-	validator func(ctx context.Context, timeout time.Duration) (session.ExitStatus, string, error)
+	validator func(ctx context.Context, timeout time.Duration) (sandboxsession.ExitStatus, string, error)
 	// running, when set, is sent on as a validator's run begins.
 	running chan struct{}
 
@@ -41,7 +41,7 @@ type fakeEngine struct {
 	starts, closes, execs int
 }
 
-func (e *fakeEngine) Backend(tmpl sandbox.Spec, homeDir string) session.Backend {
+func (e *fakeEngine) Backend(tmpl sandbox.Spec, homeDir string) sandboxsession.Backend {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.tmpl, e.home = tmpl, homeDir
@@ -94,7 +94,7 @@ type fakeBackend struct{ e *fakeEngine }
 
 func (b fakeBackend) Mode() string { return "fake" }
 
-func (b fakeBackend) Start(ctx context.Context, quota int64) (session.Box, error) {
+func (b fakeBackend) Start(ctx context.Context, quota int64) (sandboxsession.Box, error) {
 	b.e.mu.Lock()
 	defer b.e.mu.Unlock()
 	if b.e.startErr != nil {
@@ -108,10 +108,10 @@ type fakeBox struct{ e *fakeEngine }
 
 func (x fakeBox) ID() string { return "fake-box" }
 
-func (x fakeBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (session.ExitStatus, error) {
+func (x fakeBox) Exec(ctx context.Context, argv []string, dir string, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (sandboxsession.ExitStatus, error) {
 	if argv[0] == "tar" {
 		_, err := io.Copy(io.Discard, stdin)
-		return session.ExitStatus{}, err
+		return sandboxsession.ExitStatus{}, err
 	}
 	x.e.mu.Lock()
 	x.e.execs++
@@ -120,7 +120,7 @@ func (x fakeBox) Exec(ctx context.Context, argv []string, dir string, stdin io.R
 		x.e.running <- struct{}{}
 	}
 	if x.e.validator == nil {
-		return session.ExitStatus{}, nil
+		return sandboxsession.ExitStatus{}, nil
 	}
 	st, out, err := x.e.validator(ctx, timeout)
 	_, _ = io.WriteString(stdout, out)
@@ -319,9 +319,9 @@ func client(ctx context.Context, t *testing.T, e *fakeEngine, args []string) (cs
 // is an error result; and the worker stops cleanly when stdin ends (exit
 // 0, every sandbox closed, the engine closed).
 func TestValidateCalls(t *testing.T) {
-	status := func(code int, out string) func(context.Context, time.Duration) (session.ExitStatus, string, error) {
-		return func(context.Context, time.Duration) (session.ExitStatus, string, error) {
-			return session.ExitStatus{Code: code}, out, nil
+	status := func(code int, out string) func(context.Context, time.Duration) (sandboxsession.ExitStatus, string, error) {
+		return func(context.Context, time.Duration) (sandboxsession.ExitStatus, string, error) {
+			return sandboxsession.ExitStatus{Code: code}, out, nil
 		}
 	}
 	const oneFile = `{"files":[{"path":"a.sh","content":"echo hi\n"}]}`
@@ -346,13 +346,13 @@ func TestValidateCalls(t *testing.T) {
 		{name: "crash", engine: fakeEngine{validator: status(139, "")}, args: oneFile, wantError: true,
 			wantStatus: validate.StatusCrashed, wantText: []string{"fake: crashed ("}},
 		{name: "deadline", args: oneFile, wantError: true, wantStatus: validate.StatusDeadline,
-			engine: fakeEngine{validator: func(context.Context, time.Duration) (session.ExitStatus, string, error) {
-				return session.ExitStatus{Code: -1, Signal: "SIGKILL", TimedOut: true}, "", nil
+			engine: fakeEngine{validator: func(context.Context, time.Duration) (sandboxsession.ExitStatus, string, error) {
+				return sandboxsession.ExitStatus{Code: -1, Signal: "SIGKILL", TimedOut: true}, "", nil
 			}},
 			wantText: []string{"fake: deadline (1 diagnostics", "the validator did not finish within 2s"}},
 		{name: "backend fails the run", args: oneFile, wantError: true, wantStatus: validate.StatusFailed,
-			engine: fakeEngine{validator: func(context.Context, time.Duration) (session.ExitStatus, string, error) {
-				return session.ExitStatus{}, "", errors.New("exec in sandbox: init gone")
+			engine: fakeEngine{validator: func(context.Context, time.Duration) (sandboxsession.ExitStatus, string, error) {
+				return sandboxsession.ExitStatus{}, "", errors.New("exec in sandbox: init gone")
 			}},
 			wantText: []string{"fake: failed (1 diagnostics", "the validator could not run: exec in sandbox: init gone"}},
 		{name: "sandbox does not start", engine: fakeEngine{startErr: errors.New("start sandbox: cgroup busy")}, args: oneFile, wantError: true,
@@ -455,14 +455,14 @@ func TestCancelled(t *testing.T) {
 	for _, busy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("busy=%v", busy), func(t *testing.T) {
 			stopped := make(chan error, 1)
-			e := &fakeEngine{running: make(chan struct{}, 1), validator: func(ctx context.Context, timeout time.Duration) (session.ExitStatus, string, error) {
+			e := &fakeEngine{running: make(chan struct{}, 1), validator: func(ctx context.Context, timeout time.Duration) (sandboxsession.ExitStatus, string, error) {
 				select {
 				case <-ctx.Done():
 					stopped <- ctx.Err()
-					return session.ExitStatus{}, "", ctx.Err()
+					return sandboxsession.ExitStatus{}, "", ctx.Err()
 				case <-time.After(timeout):
 					stopped <- nil
-					return session.ExitStatus{TimedOut: true}, "", nil
+					return sandboxsession.ExitStatus{TimedOut: true}, "", nil
 				}
 			}}
 			ctx, cancel := context.WithCancel(t.Context())

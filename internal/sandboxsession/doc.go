@@ -1,4 +1,5 @@
-// Package session keeps persistent sandbox sessions for agents: each one
+// Package sandboxsession keeps persistent sandbox sessions for agents (not
+// to be confused with an MCP session of package mcpbridge): each one
 // a live sandbox (a real OS sandbox, package sandbox or sodad) with a
 // private workspace that the agent seeds with a baseline, runs commands in
 // again and again, reads and writes, diffs against the baseline, resets
@@ -16,4 +17,4 @@
 // leaves the workspace as the last completed call did (a failed write of
 // several files is undone from the files' previous contents). Sessions
 // are never persisted: they end with the Manager, leaving nothing.
-package session
+package sandboxsession

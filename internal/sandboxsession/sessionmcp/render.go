@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sandboxsession"
 )
 
 // render is a result's text: everything a client that reads only the
@@ -83,7 +83,7 @@ func render(r *Result) string {
 			}
 		}
 	}
-	for _, d := range []*session.Diff{r.Diff, r.ChildDiff} {
+	for _, d := range []*sandboxsession.Diff{r.Diff, r.ChildDiff} {
 		if d == nil {
 			continue
 		}
@@ -127,7 +127,7 @@ func render(r *Result) string {
 	return b.String()
 }
 
-func eventLine(e session.Event) string {
+func eventLine(e sandboxsession.Event) string {
 	s := fmt.Sprintf("audit #%d %s", e.Seq, e.Kind)
 	if len(e.Argv) > 0 {
 		s += " " + strings.Join(e.Argv, " ")

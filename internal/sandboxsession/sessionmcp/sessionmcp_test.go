@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sandboxsession"
 )
 
 // fakeSessions is a sessions of one scripted fakeSession: the tools' own
@@ -22,18 +22,18 @@ import (
 type fakeSessions struct {
 	sess      *fakeSession
 	createErr error
-	createEvs []session.Event
+	createEvs []sandboxsession.Event
 
 	mu      sync.Mutex
-	gets    int            // calls of Get
-	created []session.File // the files of the last Create
+	gets    int                   // calls of Get
+	created []sandboxsession.File // the files of the last Create
 }
 
-func (f *fakeSessions) Limits() session.Limits {
-	return session.Limits{MaxSessions: 3, Quota: 1 << 20, IdleExpiry: 2 * time.Hour, ExecTimeout: 90 * time.Second, MaxOutput: 4096}
+func (f *fakeSessions) Limits() sandboxsession.Limits {
+	return sandboxsession.Limits{MaxSessions: 3, Quota: 1 << 20, IdleExpiry: 2 * time.Hour, ExecTimeout: 90 * time.Second, MaxOutput: 4096}
 }
 
-func (f *fakeSessions) Create(ctx context.Context, files []session.File) (sandboxSession, []session.Event, error) {
+func (f *fakeSessions) Create(ctx context.Context, files []sandboxsession.File) (sandboxSession, []sandboxsession.Event, error) {
 	f.mu.Lock()
 	f.created = files
 	f.mu.Unlock()
@@ -48,7 +48,7 @@ func (f *fakeSessions) Get(id string) (sandboxSession, error) {
 	f.gets++
 	f.mu.Unlock()
 	if f.sess == nil || id != f.sess.id {
-		return nil, fmt.Errorf("sandbox %q: %w (sandbox_create makes one)", id, session.ErrUnknown)
+		return nil, fmt.Errorf("sandbox %q: %w (sandbox_create makes one)", id, sandboxsession.ErrUnknown)
 	}
 	return f.sess, nil
 }
@@ -65,12 +65,12 @@ type fakeSession struct {
 	id, box string
 	expires time.Time
 	err     error
-	evs     []session.Event
-	exec    session.ExecResult
-	script  session.ScriptResult
-	files   []session.FileContent
-	diff    session.Diff
-	audit   []session.Event
+	evs     []sandboxsession.Event
+	exec    sandboxsession.ExecResult
+	script  sandboxsession.ScriptResult
+	files   []sandboxsession.FileContent
+	diff    sandboxsession.Diff
+	audit   []sandboxsession.Event
 	next    uint64
 	dropped bool
 	// block makes Exec wait for its context's end, telling cancelled.
@@ -100,60 +100,60 @@ func (s *fakeSession) ID() string         { return s.id }
 func (s *fakeSession) BoxID() string      { return s.box }
 func (s *fakeSession) Expires() time.Time { return s.expires }
 
-func (s *fakeSession) Seed(ctx context.Context, files []session.File) ([]session.Event, error) {
+func (s *fakeSession) Seed(ctx context.Context, files []sandboxsession.File) ([]sandboxsession.Event, error) {
 	s.ask(seedCall(files))
 	return s.evs, s.err
 }
 
-func (s *fakeSession) WriteFiles(ctx context.Context, files []session.File) ([]session.Event, error) {
+func (s *fakeSession) WriteFiles(ctx context.Context, files []sandboxsession.File) ([]sandboxsession.Event, error) {
 	s.ask(writeCall(files))
 	return s.evs, s.err
 }
 
-func (s *fakeSession) ReadFiles(ctx context.Context, paths []string, encoding string) ([]session.FileContent, []session.Event, error) {
+func (s *fakeSession) ReadFiles(ctx context.Context, paths []string, encoding string) ([]sandboxsession.FileContent, []sandboxsession.Event, error) {
 	s.ask(readCall{paths, encoding})
 	return s.files, s.evs, s.err
 }
 
-func (s *fakeSession) Exec(ctx context.Context, req session.ExecRequest) (session.ExecResult, []session.Event, error) {
+func (s *fakeSession) Exec(ctx context.Context, req sandboxsession.ExecRequest) (sandboxsession.ExecResult, []sandboxsession.Event, error) {
 	s.ask(req)
 	if s.block {
 		<-ctx.Done()
 		s.cancelled <- ctx.Err()
-		return session.ExecResult{}, s.evs, fmt.Errorf("%w: %w", session.ErrEnded, ctx.Err())
+		return sandboxsession.ExecResult{}, s.evs, fmt.Errorf("%w: %w", sandboxsession.ErrEnded, ctx.Err())
 	}
 	return s.exec, s.evs, s.err
 }
 
-func (s *fakeSession) RunScript(ctx context.Context, req session.ScriptRequest) (session.ScriptResult, []session.Event, error) {
+func (s *fakeSession) RunScript(ctx context.Context, req sandboxsession.ScriptRequest) (sandboxsession.ScriptResult, []sandboxsession.Event, error) {
 	s.ask(req)
 	return s.script, s.evs, s.err
 }
 
-func (s *fakeSession) Diff(ctx context.Context, unified bool) (session.Diff, []session.Event, error) {
+func (s *fakeSession) Diff(ctx context.Context, unified bool) (sandboxsession.Diff, []sandboxsession.Event, error) {
 	s.ask(diffCall(unified))
 	return s.diff, s.evs, s.err
 }
 
-func (s *fakeSession) Reset(ctx context.Context) ([]session.Event, error) {
+func (s *fakeSession) Reset(ctx context.Context) ([]sandboxsession.Event, error) {
 	s.ask("reset")
 	return s.evs, s.err
 }
 
-func (s *fakeSession) Audit(cursor uint64, n int) ([]session.Event, uint64, bool) {
+func (s *fakeSession) Audit(cursor uint64, n int) ([]sandboxsession.Event, uint64, bool) {
 	s.ask(auditCall{cursor, n})
 	return s.audit, s.next, s.dropped
 }
 
-func (s *fakeSession) Close(ctx context.Context) ([]session.Event, error) {
+func (s *fakeSession) Close(ctx context.Context) ([]sandboxsession.Event, error) {
 	s.ask("close")
 	return s.evs, s.err
 }
 
 // What a fakeSession was asked.
 type (
-	seedCall  []session.File
-	writeCall []session.File
+	seedCall  []sandboxsession.File
+	writeCall []sandboxsession.File
 	readCall  struct {
 		paths    []string
 		encoding string
@@ -252,9 +252,9 @@ func TestInvalidArguments(t *testing.T) {
 		{"audit max high", "sandbox_audit", `{"sandbox_id":"s1","max":1001}`, nil, []string{"sandbox_audit: invalid arguments: max 1001: 1 to 1000"}, 0},
 		{"audit max negative", "sandbox_audit", `{"sandbox_id":"s1","max":-1}`, nil, []string{"sandbox_audit: invalid arguments: max -1: 1 to 1000"}, 0},
 		{"backend refuses a path", "sandbox_exec", `{"sandbox_id":"s1","command":"true","cwd":"../etc"}`,
-			fmt.Errorf("%w: cwd %q: a \"..\" segment", session.ErrInvalidArgs, "../etc"), []string{`sandbox_exec: invalid arguments: cwd "../etc": a ".." segment`}, 1},
+			fmt.Errorf("%w: cwd %q: a \"..\" segment", sandboxsession.ErrInvalidArgs, "../etc"), []string{`sandbox_exec: invalid arguments: cwd "../etc": a ".." segment`}, 1},
 		{"backend refuses a file", "sandbox_seed", `{"sandbox_id":"s1","files":[{"path":"/abs","content":""}]}`,
-			fmt.Errorf("%w: path %q is absolute", session.ErrInvalidArgs, "/abs"), []string{`sandbox_seed: invalid arguments: path "/abs" is absolute`}, 1},
+			fmt.Errorf("%w: path %q is absolute", sandboxsession.ErrInvalidArgs, "/abs"), []string{`sandbox_seed: invalid arguments: path "/abs" is absolute`}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,7 +273,7 @@ func TestInvalidArguments(t *testing.T) {
 					t.Errorf("message %q, want it to say %q", rpc.Message, w)
 				}
 			}
-			if strings.Count(rpc.Message, session.ErrInvalidArgs.Error()) != 1 {
+			if strings.Count(rpc.Message, sandboxsession.ErrInvalidArgs.Error()) != 1 {
 				t.Errorf("message %q repeats the sentinel", rpc.Message)
 			}
 			if got := fs.getCount(); got != tt.wantGets {
@@ -289,7 +289,7 @@ func TestResults(t *testing.T) {
 	code0, code3 := 0, 3
 	expires := time.Date(2026, 12, 3, 20, 0, 0, 0, time.FixedZone("CET", 3600))
 	const wantExpires = "2026-12-03T19:00:00Z"
-	execEv := []session.Event{{Seq: 7, Kind: "exit", Argv: []string{"sh", "-c", "make"}, Code: &code3}}
+	execEv := []sandboxsession.Event{{Seq: 7, Kind: "exit", Argv: []string{"sh", "-c", "make"}, Code: &code3}}
 	tests := []struct {
 		name, tool, args string
 		sess             fakeSession // id s1, box box-1 and expires are set
@@ -310,7 +310,7 @@ func TestResults(t *testing.T) {
 			},
 		},
 		{
-			name: "create refused", tool: "sandbox_create", args: `{}`, createErr: session.ErrTooMany,
+			name: "create refused", tool: "sandbox_create", args: `{}`, createErr: sandboxsession.ErrTooMany,
 			wantErr:  "too many live sandboxes",
 			wantText: []string{"sandbox_create: FAILED: too many live sandboxes", "limits: 3 sandboxes"},
 			check: func(t *testing.T, r *Result) {
@@ -331,13 +331,13 @@ func TestResults(t *testing.T) {
 		},
 		{
 			name: "seed", tool: "sandbox_seed", args: `{"sandbox_id":"s1","files":[{"path":"b.sh","content":"aGk=","encoding":"base64","mode":493}]}`,
-			sess:      fakeSession{evs: []session.Event{{Seq: 2, Kind: "seed", Detail: "b.sh"}}},
+			sess:      fakeSession{evs: []sandboxsession.Event{{Seq: 2, Kind: "seed", Detail: "b.sh"}}},
 			wantText:  []string{"sandbox_seed s1: ok", "expires: " + wantExpires, "audit #2 seed: b.sh"},
 			wantAsked: seedCall{{Path: "b.sh", Content: "aGk=", Encoding: "base64", Mode: 493}},
 		},
 		{
 			name: "seed phase over", tool: "sandbox_seed", args: `{"sandbox_id":"s1","files":[]}`,
-			sess:     fakeSession{err: fmt.Errorf("sandbox s1: %w", session.ErrSeedPhase), evs: []session.Event{{Seq: 4, Kind: "refused", Detail: "seed"}}},
+			sess:     fakeSession{err: fmt.Errorf("sandbox s1: %w", sandboxsession.ErrSeedPhase), evs: []sandboxsession.Event{{Seq: 4, Kind: "refused", Detail: "seed"}}},
 			wantErr:  "sandbox s1: the seed phase is over",
 			wantText: []string{"sandbox_seed s1: FAILED: sandbox s1: the seed phase is over", "expires: " + wantExpires, "audit #4 refused: seed"},
 		},
@@ -354,7 +354,7 @@ func TestResults(t *testing.T) {
 		},
 		{
 			name: "read", tool: "sandbox_read_files", args: `{"sandbox_id":"s1","paths":["a.txt","gone","l","d"],"encoding":"base64"}`,
-			sess: fakeSession{files: []session.FileContent{
+			sess: fakeSession{files: []sandboxsession.FileContent{
 				{Path: "a.txt", Exists: true, Type: "file", Encoding: "base64", Content: "aGk=", Size: 2, Mode: "0644"},
 				{Path: "gone"},
 				{Path: "l", Exists: true, Type: "symlink", Target: "a.txt"},
@@ -370,9 +370,9 @@ func TestResults(t *testing.T) {
 		},
 		{
 			name: "exec ok", tool: "sandbox_exec", args: `{"sandbox_id":"s1","command":"make","cwd":"src","stdin":"in","timeout_seconds":1.5}`,
-			sess:      fakeSession{exec: session.ExecResult{Stdout: "built\n"}, evs: []session.Event{{Seq: 3, Kind: "exit", Argv: []string{"sh", "-c", "make"}, Code: &code0}}},
+			sess:      fakeSession{exec: sandboxsession.ExecResult{Stdout: "built\n"}, evs: []sandboxsession.Event{{Seq: 3, Kind: "exit", Argv: []string{"sh", "-c", "make"}, Code: &code0}}},
 			wantText:  []string{"sandbox_exec s1: ok", "exit code: 0\n--- stdout ---\nbuilt\n", "audit #3 exit sh -c make exit 0"},
-			wantAsked: session.ExecRequest{Command: "make", Dir: "src", Stdin: "in", Timeout: 1500 * time.Millisecond},
+			wantAsked: sandboxsession.ExecRequest{Command: "make", Dir: "src", Stdin: "in", Timeout: 1500 * time.Millisecond},
 			check: func(t *testing.T, r *Result) {
 				if r.Exec == nil || r.Exec.Stdout != "built\n" || r.Exec.ExitCode != 0 {
 					t.Errorf("exec %+v", r.Exec)
@@ -382,11 +382,11 @@ func TestResults(t *testing.T) {
 		{
 			name: "exec argv, no time-out", tool: "sandbox_exec", args: `{"sandbox_id":"s1","argv":["ls","-l"],"timeout_seconds":-4}`,
 			wantText:  []string{"sandbox_exec s1: ok", "exit code: 0"},
-			wantAsked: session.ExecRequest{Argv: []string{"ls", "-l"}},
+			wantAsked: sandboxsession.ExecRequest{Argv: []string{"ls", "-l"}},
 		},
 		{
 			name: "exec exits non-zero", tool: "sandbox_exec", args: `{"sandbox_id":"s1","command":"make"}`,
-			sess:     fakeSession{exec: session.ExecResult{ExitCode: 3, Stderr: "no rule", StderrTruncated: true, MemoryLimitHit: true}, evs: execEv},
+			sess:     fakeSession{exec: sandboxsession.ExecResult{ExitCode: 3, Stderr: "no rule", StderrTruncated: true, MemoryLimitHit: true}, evs: execEv},
 			wantErr:  "the command failed: exit status 3",
 			wantText: []string{"sandbox_exec s1: FAILED: the command failed: exit status 3", "exit code: 3 (memory limit hit)\n", "--- stderr (truncated) ---\nno rule\n", "audit #7 exit sh -c make exit 3"},
 			check: func(t *testing.T, r *Result) {
@@ -397,13 +397,13 @@ func TestResults(t *testing.T) {
 		},
 		{
 			name: "exec times out", tool: "sandbox_exec", args: `{"sandbox_id":"s1","command":"sleep 9"}`,
-			sess:     fakeSession{exec: session.ExecResult{ExitCode: -1, Signal: "SIGKILL", TimedOut: true, Stdout: "/w==", StdoutEncoding: "base64"}},
+			sess:     fakeSession{exec: sandboxsession.ExecResult{ExitCode: -1, Signal: "SIGKILL", TimedOut: true, Stdout: "/w==", StdoutEncoding: "base64"}},
 			wantErr:  "the command failed: killed at its time-out",
 			wantText: []string{"exit code: -1 (SIGKILL) (timed out)\n", "--- stdout (base64) ---\n/w==\n"},
 		},
 		{
 			name: "exec ended by close", tool: "sandbox_exec", args: `{"sandbox_id":"s1","command":"sleep 9"}`,
-			sess:     fakeSession{err: session.ErrEnded, evs: []session.Event{{Seq: 9, Kind: "close"}}},
+			sess:     fakeSession{err: sandboxsession.ErrEnded, evs: []sandboxsession.Event{{Seq: 9, Kind: "close"}}},
 			wantErr:  "the sandbox ended during the call",
 			wantText: []string{"sandbox_exec s1: FAILED: the sandbox ended during the call", "audit #9 close"},
 			check: func(t *testing.T, r *Result) {
@@ -415,11 +415,11 @@ func TestResults(t *testing.T) {
 		{
 			name: "script isolated", tool: "sandbox_run_script",
 			args: `{"sandbox_id":"s1","entry":"t.py","args":["-v"],"stdin":"x","isolated":true,"seed_paths":["src"],"files":[{"path":"f","content":"1"}],"diff":"json","timeout_seconds":2}`,
-			sess: fakeSession{script: session.ScriptResult{ExecResult: session.ExecResult{Stdout: "ok"}, Isolated: true,
-				ChildDiff: &session.Diff{Summary: session.DiffSummary{Added: 1}, Changes: []session.Change{{Path: "out.bin", Kind: "added", Type: "file", Binary: true, Mode: "0644"}}}}},
+			sess: fakeSession{script: sandboxsession.ScriptResult{ExecResult: sandboxsession.ExecResult{Stdout: "ok"}, Isolated: true,
+				ChildDiff: &sandboxsession.Diff{Summary: sandboxsession.DiffSummary{Added: 1}, Changes: []sandboxsession.Change{{Path: "out.bin", Kind: "added", Type: "file", Binary: true, Mode: "0644"}}}}},
 			wantText: []string{"exit code: 0 (isolated child, discarded)\n--- stdout ---\nok\n", "diff: 1 added, 0 modified, 0 deleted, 0 mode, 0 type changes\nadded out.bin (file) binary mode  -> 0644\n"},
-			wantAsked: session.ScriptRequest{Entry: "t.py", Args: []string{"-v"}, Stdin: "x", Isolated: true, SeedPaths: []string{"src"},
-				Files: []session.File{{Path: "f", Content: "1"}}, Diff: "json", Timeout: 2 * time.Second},
+			wantAsked: sandboxsession.ScriptRequest{Entry: "t.py", Args: []string{"-v"}, Stdin: "x", Isolated: true, SeedPaths: []string{"src"},
+				Files: []sandboxsession.File{{Path: "f", Content: "1"}}, Diff: "json", Timeout: 2 * time.Second},
 			check: func(t *testing.T, r *Result) {
 				if !r.Isolated || r.ChildDiff == nil || r.ChildDiff.Summary.Added != 1 || r.Exec == nil || r.Exec.Stdout != "ok" || r.Diff != nil {
 					t.Errorf("result %+v", r)
@@ -428,13 +428,13 @@ func TestResults(t *testing.T) {
 		},
 		{
 			name: "script fails", tool: "sandbox_run_script", args: `{"sandbox_id":"s1","entry":"t.sh"}`,
-			sess:     fakeSession{script: session.ScriptResult{ExecResult: session.ExecResult{ExitCode: 2, QuotaHit: true, TasksLimitHit: true}}},
+			sess:     fakeSession{script: sandboxsession.ScriptResult{ExecResult: sandboxsession.ExecResult{ExitCode: 2, QuotaHit: true, TasksLimitHit: true}}},
 			wantErr:  "the command failed: exit status 2",
 			wantText: []string{"exit code: 2 (workspace full) (task limit hit)\n"},
 		},
 		{
 			name: "script backend error", tool: "sandbox_run_script", args: `{"sandbox_id":"s1","entry":"t.sh","isolated":true}`,
-			sess:     fakeSession{err: fmt.Errorf("start the child sandbox: %w", session.ErrTooMany)},
+			sess:     fakeSession{err: fmt.Errorf("start the child sandbox: %w", sandboxsession.ErrTooMany)},
 			wantErr:  "start the child sandbox: too many live sandboxes",
 			wantText: []string{"sandbox_run_script s1: FAILED: start the child sandbox: too many live sandboxes"},
 			check: func(t *testing.T, r *Result) {
@@ -445,13 +445,13 @@ func TestResults(t *testing.T) {
 		},
 		{
 			name: "diff unified", tool: "sandbox_diff", args: `{"sandbox_id":"s1","format":"unified"}`,
-			sess:      fakeSession{diff: session.Diff{Summary: session.DiffSummary{Modified: 1}, Unified: "--- a/x\n+++ b/x\n", Truncated: true}},
+			sess:      fakeSession{diff: sandboxsession.Diff{Summary: sandboxsession.DiffSummary{Modified: 1}, Unified: "--- a/x\n+++ b/x\n", Truncated: true}},
 			wantText:  []string{"diff: 0 added, 1 modified", "--- a/x\n+++ b/x\n(unified diff truncated)\n"},
 			wantAsked: diffCall(true),
 		},
 		{
 			name: "diff json", tool: "sandbox_diff", args: `{"sandbox_id":"s1"}`,
-			sess:      fakeSession{diff: session.Diff{Summary: session.DiffSummary{Deleted: 1}, Changes: []session.Change{{Path: "l", Kind: "deleted", Type: "symlink", OldTarget: "a"}}}},
+			sess:      fakeSession{diff: sandboxsession.Diff{Summary: sandboxsession.DiffSummary{Deleted: 1}, Changes: []sandboxsession.Change{{Path: "l", Kind: "deleted", Type: "symlink", OldTarget: "a"}}}},
 			wantText:  []string{"deleted l (symlink) a -> \n"},
 			wantAsked: diffCall(false),
 			check: func(t *testing.T, r *Result) {
@@ -473,14 +473,14 @@ func TestResults(t *testing.T) {
 		},
 		{
 			name: "reset", tool: "sandbox_reset", args: `{"sandbox_id":"s1"}`,
-			sess:      fakeSession{evs: []session.Event{{Seq: 5, Kind: "reset"}}},
+			sess:      fakeSession{evs: []sandboxsession.Event{{Seq: 5, Kind: "reset"}}},
 			wantText:  []string{"sandbox_reset s1: ok", "audit #5 reset"},
 			wantAsked: "reset",
 		},
 		{
 			name: "audit", tool: "sandbox_audit", args: `{"sandbox_id":"s1","cursor":12,"max":2}`,
-			sess: fakeSession{audit: []session.Event{{Seq: 12, Kind: "egress", Target: "example.org:443", Decision: "denied"}, {Seq: 13, Kind: "expire", Detail: "idle"}},
-				next: 14, dropped: true, evs: []session.Event{{Seq: 99, Kind: "not this call's"}}},
+			sess: fakeSession{audit: []sandboxsession.Event{{Seq: 12, Kind: "egress", Target: "example.org:443", Decision: "denied"}, {Seq: 13, Kind: "expire", Detail: "idle"}},
+				next: 14, dropped: true, evs: []sandboxsession.Event{{Seq: 99, Kind: "not this call's"}}},
 			wantText:  []string{"audit #12 egress example.org:443 denied\naudit #13 expire: idle\nnext cursor: 14; journal: journalctl SODA_SANDBOX=box-1 --cursor 'cursor-of-box-1'\n"},
 			wantAsked: auditCall{12, 2},
 			check: func(t *testing.T, r *Result) {
@@ -495,7 +495,7 @@ func TestResults(t *testing.T) {
 		},
 		{
 			name: "close", tool: "sandbox_close", args: `{"sandbox_id":"s1"}`,
-			sess:      fakeSession{evs: []session.Event{{Seq: 6, Kind: "close"}}},
+			sess:      fakeSession{evs: []sandboxsession.Event{{Seq: 6, Kind: "close"}}},
 			wantText:  []string{"sandbox_close s1: ok\naudit #6 close\n"},
 			wantAsked: "close",
 			check: func(t *testing.T, r *Result) {
@@ -516,7 +516,7 @@ func TestResults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sess := &tt.sess
 			sess.id, sess.box, sess.expires = "s1", "box-1", expires
-			fs := &fakeSessions{sess: sess, createErr: tt.createErr, createEvs: []session.Event{{Seq: 1, Kind: "create"}}}
+			fs := &fakeSessions{sess: sess, createErr: tt.createErr, createEvs: []sandboxsession.Event{{Seq: 1, Kind: "create"}}}
 			res, r, text, err := call(t.Context(), connect(t, fs), tt.tool, tt.args)
 			if err != nil {
 				t.Fatal(err)
@@ -554,7 +554,7 @@ func TestCreateFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []session.File{{Path: "a/b.txt", Content: "AA==", Encoding: "base64", Mode: 384}}
+	want := []sandboxsession.File{{Path: "a/b.txt", Content: "AA==", Encoding: "base64", Mode: 384}}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if !r.OK || !slices.Equal(fs.created, want) {

@@ -1,4 +1,4 @@
-// Package sessionmcp is the MCP adapter of package session: the ten
+// Package sessionmcp is the MCP adapter of package sandboxsession: the ten
 // sandbox_* tools of `sodactl sandbox mcp`, with input and output schemas.
 // Every result carries structuredContent (a Result) and a concise text
 // rendering that holds everything a text-only client needs. An execution
@@ -22,7 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/soda-project/soda/internal/session"
+	"github.com/soda-project/soda/internal/sandboxsession"
 )
 
 // Result is every tool's structured result.
@@ -34,18 +34,18 @@ type Result struct {
 	// ExpiresAt is when the sandbox ends unless a call comes.
 	ExpiresAt string `json:"expires_at,omitempty"`
 	// Exec is a command's or script's run (sandbox_exec, sandbox_run_script).
-	Exec *session.ExecResult `json:"exec,omitempty"`
+	Exec *sandboxsession.ExecResult `json:"exec,omitempty"`
 	// Isolated and ChildDiff are an isolated run's.
-	Isolated  bool          `json:"isolated,omitempty"`
-	ChildDiff *session.Diff `json:"child_diff,omitempty"`
+	Isolated  bool                 `json:"isolated,omitempty"`
+	ChildDiff *sandboxsession.Diff `json:"child_diff,omitempty"`
 	// Files are sandbox_read_files'.
-	Files []session.FileContent `json:"files,omitempty"`
+	Files []sandboxsession.FileContent `json:"files,omitempty"`
 	// Diff is sandbox_diff's; DiffSummary every change-making call's
 	// short form is not computed (sandbox_diff is one tar of the
 	// workspace).
-	Diff *session.Diff `json:"diff,omitempty"`
+	Diff *sandboxsession.Diff `json:"diff,omitempty"`
 	// Events are the audit events of this call.
-	Events []session.Event `json:"events"`
+	Events []sandboxsession.Event `json:"events"`
 	// Audit is sandbox_audit's.
 	Audit *AuditPage `json:"audit,omitempty"`
 	// Limits are the server's (sandbox_create).
@@ -54,8 +54,8 @@ type Result struct {
 
 // AuditPage is a read of a session's audit log.
 type AuditPage struct {
-	Records    []session.Event `json:"records"`
-	NextCursor uint64          `json:"next_cursor"`
+	Records    []sandboxsession.Event `json:"records"`
+	NextCursor uint64                 `json:"next_cursor"`
 	// Dropped says that records before the cursor were dropped (the log
 	// keeps the latest ones).
 	Dropped bool `json:"dropped,omitempty"`
@@ -79,14 +79,14 @@ type Limits struct {
 // Inputs.
 type (
 	createIn struct {
-		Files []session.File `json:"files,omitempty" jsonschema:"inline files to seed the baseline with (never a host path)"`
+		Files []sandboxsession.File `json:"files,omitempty" jsonschema:"inline files to seed the baseline with (never a host path)"`
 	}
 	idIn struct {
 		SandboxID string `json:"sandbox_id" jsonschema:"the id sandbox_create returned"`
 	}
 	filesIn struct {
-		SandboxID string         `json:"sandbox_id" jsonschema:"the id sandbox_create returned"`
-		Files     []session.File `json:"files" jsonschema:"inline files (UTF-8 text or base64)"`
+		SandboxID string                `json:"sandbox_id" jsonschema:"the id sandbox_create returned"`
+		Files     []sandboxsession.File `json:"files" jsonschema:"inline files (UTF-8 text or base64)"`
 	}
 	readIn struct {
 		SandboxID string   `json:"sandbox_id" jsonschema:"the id sandbox_create returned"`
@@ -102,15 +102,15 @@ type (
 		TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"time-out in seconds (at most the server's; default the server's)"`
 	}
 	scriptIn struct {
-		SandboxID      string         `json:"sandbox_id" jsonschema:"the id sandbox_create returned"`
-		Entry          string         `json:"entry" jsonschema:"the script's workspace-relative path (.sh, .bash, .py, .js, .mjs, .cjs pick the interpreter; else run as it is)"`
-		Args           []string       `json:"args,omitempty" jsonschema:"arguments to the script"`
-		Stdin          string         `json:"stdin,omitempty" jsonschema:"text given on the script's standard input"`
-		Isolated       bool           `json:"isolated,omitempty" jsonschema:"run in a disposable child sandbox whose changes are discarded"`
-		SeedPaths      []string       `json:"seed_paths,omitempty" jsonschema:"isolated: workspace paths copied into the child"`
-		Files          []session.File `json:"files,omitempty" jsonschema:"isolated: inline files for the child"`
-		Diff           string         `json:"diff,omitempty" jsonschema:"isolated: none (default), json or unified: the child's changes"`
-		TimeoutSeconds float64        `json:"timeout_seconds,omitempty" jsonschema:"time-out in seconds (at most the server's)"`
+		SandboxID      string                `json:"sandbox_id" jsonschema:"the id sandbox_create returned"`
+		Entry          string                `json:"entry" jsonschema:"the script's workspace-relative path (.sh, .bash, .py, .js, .mjs, .cjs pick the interpreter; else run as it is)"`
+		Args           []string              `json:"args,omitempty" jsonschema:"arguments to the script"`
+		Stdin          string                `json:"stdin,omitempty" jsonschema:"text given on the script's standard input"`
+		Isolated       bool                  `json:"isolated,omitempty" jsonschema:"run in a disposable child sandbox whose changes are discarded"`
+		SeedPaths      []string              `json:"seed_paths,omitempty" jsonschema:"isolated: workspace paths copied into the child"`
+		Files          []sandboxsession.File `json:"files,omitempty" jsonschema:"isolated: inline files for the child"`
+		Diff           string                `json:"diff,omitempty" jsonschema:"isolated: none (default), json or unified: the child's changes"`
+		TimeoutSeconds float64               `json:"timeout_seconds,omitempty" jsonschema:"time-out in seconds (at most the server's)"`
 	}
 	diffIn struct {
 		SandboxID string `json:"sandbox_id" jsonschema:"the id sandbox_create returned"`
@@ -123,36 +123,36 @@ type (
 	}
 )
 
-// sessions is what the tools use of a *session.Manager: the seam through
+// sessions is what the tools use of a *sandboxsession.Manager: the seam through
 // which the unit tests give them a fake (managerSessions is the real one).
 type sessions interface {
-	Limits() session.Limits
-	Create(ctx context.Context, files []session.File) (sandboxSession, []session.Event, error)
+	Limits() sandboxsession.Limits
+	Create(ctx context.Context, files []sandboxsession.File) (sandboxSession, []sandboxsession.Event, error)
 	Get(id string) (sandboxSession, error)
 }
 
-// sandboxSession is what the tools use of a *session.Session.
+// sandboxSession is what the tools use of a *sandboxsession.Session.
 type sandboxSession interface {
 	ID() string
 	BoxID() string
 	Expires() time.Time
-	Seed(ctx context.Context, files []session.File) ([]session.Event, error)
-	WriteFiles(ctx context.Context, files []session.File) ([]session.Event, error)
-	ReadFiles(ctx context.Context, paths []string, encoding string) ([]session.FileContent, []session.Event, error)
-	Exec(ctx context.Context, req session.ExecRequest) (session.ExecResult, []session.Event, error)
-	RunScript(ctx context.Context, req session.ScriptRequest) (session.ScriptResult, []session.Event, error)
-	Diff(ctx context.Context, unified bool) (session.Diff, []session.Event, error)
-	Reset(ctx context.Context) ([]session.Event, error)
-	Audit(cursor uint64, n int) ([]session.Event, uint64, bool)
-	Close(ctx context.Context) ([]session.Event, error)
+	Seed(ctx context.Context, files []sandboxsession.File) ([]sandboxsession.Event, error)
+	WriteFiles(ctx context.Context, files []sandboxsession.File) ([]sandboxsession.Event, error)
+	ReadFiles(ctx context.Context, paths []string, encoding string) ([]sandboxsession.FileContent, []sandboxsession.Event, error)
+	Exec(ctx context.Context, req sandboxsession.ExecRequest) (sandboxsession.ExecResult, []sandboxsession.Event, error)
+	RunScript(ctx context.Context, req sandboxsession.ScriptRequest) (sandboxsession.ScriptResult, []sandboxsession.Event, error)
+	Diff(ctx context.Context, unified bool) (sandboxsession.Diff, []sandboxsession.Event, error)
+	Reset(ctx context.Context) ([]sandboxsession.Event, error)
+	Audit(cursor uint64, n int) ([]sandboxsession.Event, uint64, bool)
+	Close(ctx context.Context) ([]sandboxsession.Event, error)
 }
 
-// managerSessions is a *session.Manager as sessions.
-type managerSessions struct{ m *session.Manager }
+// managerSessions is a *sandboxsession.Manager as sessions.
+type managerSessions struct{ m *sandboxsession.Manager }
 
-func (a managerSessions) Limits() session.Limits { return a.m.Limits() }
+func (a managerSessions) Limits() sandboxsession.Limits { return a.m.Limits() }
 
-func (a managerSessions) Create(ctx context.Context, files []session.File) (sandboxSession, []session.Event, error) {
+func (a managerSessions) Create(ctx context.Context, files []sandboxsession.File) (sandboxSession, []sandboxsession.Event, error) {
 	sess, evs, err := a.m.Create(ctx, files)
 	if err != nil {
 		return nil, evs, err // not a typed nil
@@ -169,7 +169,7 @@ func (a managerSessions) Get(id string) (sandboxSession, error) {
 }
 
 // NewServer returns the MCP server of m's sessions.
-func NewServer(m *session.Manager, backend, version string) *mcp.Server {
+func NewServer(m *sandboxsession.Manager, backend, version string) *mcp.Server {
 	return newServer(managerSessions{m}, backend, version, journalCursor)
 }
 
@@ -232,7 +232,7 @@ func newServer(m sessions, backend, version string, cursor func(ctx context.Cont
 			if err != nil {
 				return err
 			}
-			res, evs, err := sess.Exec(ctx, session.ExecRequest{Command: in.Command, Argv: in.Argv, Dir: in.Cwd, Stdin: in.Stdin, Timeout: seconds(in.TimeoutSeconds)})
+			res, evs, err := sess.Exec(ctx, sandboxsession.ExecRequest{Command: in.Command, Argv: in.Argv, Dir: in.Cwd, Stdin: in.Stdin, Timeout: seconds(in.TimeoutSeconds)})
 			r.Events, r.ExpiresAt = evs, expires(sess)
 			if err != nil {
 				return err
@@ -246,7 +246,7 @@ func newServer(m sessions, backend, version string, cursor func(ctx context.Cont
 			if err != nil {
 				return err
 			}
-			res, evs, err := sess.RunScript(ctx, session.ScriptRequest{Entry: in.Entry, Args: in.Args, Stdin: in.Stdin, Isolated: in.Isolated,
+			res, evs, err := sess.RunScript(ctx, sandboxsession.ScriptRequest{Entry: in.Entry, Args: in.Args, Stdin: in.Stdin, Isolated: in.Isolated,
 				SeedPaths: in.SeedPaths, Files: in.Files, Diff: in.Diff, Timeout: seconds(in.TimeoutSeconds)})
 			r.Events, r.ExpiresAt = evs, expires(sess)
 			if err != nil {
@@ -258,7 +258,7 @@ func newServer(m sessions, backend, version string, cursor func(ctx context.Cont
 	addTool(s, "sandbox_diff", "The workspace's changes against the original seeded baseline (json, or unified): added, modified, deleted, mode and symlink changes; binary files marked.",
 		func(ctx context.Context, in diffIn, r *Result) error {
 			if in.Format != "" && in.Format != "json" && in.Format != "unified" {
-				return fmt.Errorf("%w: format %q: json or unified", session.ErrInvalidArgs, in.Format)
+				return fmt.Errorf("%w: format %q: json or unified", sandboxsession.ErrInvalidArgs, in.Format)
 			}
 			sess, err := get(r, in.SandboxID)
 			if err != nil {
@@ -284,14 +284,14 @@ func newServer(m sessions, backend, version string, cursor func(ctx context.Cont
 	addTool(s, "sandbox_audit", "Read the sandbox's audit log (what it ran and was refused) with a cursor; also in the journal (SODA_SANDBOX).",
 		func(ctx context.Context, in auditIn, r *Result) error {
 			if in.Max < 0 || in.Max > 1000 {
-				return fmt.Errorf("%w: max %d: 1 to 1000", session.ErrInvalidArgs, in.Max)
+				return fmt.Errorf("%w: max %d: 1 to 1000", sandboxsession.ErrInvalidArgs, in.Max)
 			}
 			sess, err := get(r, in.SandboxID)
 			if err != nil {
 				return err
 			}
 			recs, next, dropped := sess.Audit(in.Cursor, in.Max)
-			r.Events = []session.Event{}
+			r.Events = []sandboxsession.Event{}
 			r.ExpiresAt = expires(sess)
 			r.Audit = &AuditPage{Records: recs, NextCursor: next, Dropped: dropped, JournalMatch: "SODA_SANDBOX=" + sess.BoxID(),
 				JournalCursor: cursor(ctx, sess.BoxID())}
@@ -322,7 +322,7 @@ func seconds(f float64) time.Duration {
 // whose structured content has the whole run.
 var errExecFailed = errors.New("the command failed")
 
-func execFailure(r session.ExecResult) error {
+func execFailure(r sandboxsession.ExecResult) error {
 	switch {
 	case r.TimedOut:
 		return fmt.Errorf("%w: killed at its time-out", errExecFailed)
@@ -356,7 +356,7 @@ func journalCursor(ctx context.Context, box string) string {
 // addTool registers a tool whose arguments are checked against In's
 // schema (a mismatch is a JSON-RPC invalid-params error) and whose
 // handler fills a Result; a handler error is an isError result, except
-// session.ErrInvalidArgs, which is invalid params too.
+// sandboxsession.ErrInvalidArgs, which is invalid params too.
 func addTool[In any](s *mcp.Server, name, desc string, h func(context.Context, In, *Result) error) {
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
@@ -389,13 +389,13 @@ func addTool[In any](s *mcp.Server, name, desc string, h func(context.Context, I
 			if err := dec.Decode(&args); err != nil {
 				return nil, invalid(name, err)
 			}
-			r := &Result{Tool: name, Events: []session.Event{}}
+			r := &Result{Tool: name, Events: []sandboxsession.Event{}}
 			herr := h(ctx, args, r)
-			if errors.Is(herr, session.ErrInvalidArgs) {
+			if errors.Is(herr, sandboxsession.ErrInvalidArgs) {
 				return nil, invalid(name, herr)
 			}
 			if r.Events == nil {
-				r.Events = []session.Event{}
+				r.Events = []sandboxsession.Event{}
 			}
 			r.OK = herr == nil
 			if herr != nil {
@@ -411,5 +411,5 @@ func addTool[In any](s *mcp.Server, name, desc string, h func(context.Context, I
 }
 
 func invalid(tool string, err error) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: invalid arguments: %v", tool, strings.TrimPrefix(err.Error(), session.ErrInvalidArgs.Error()+": "))}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: invalid arguments: %v", tool, strings.TrimPrefix(err.Error(), sandboxsession.ErrInvalidArgs.Error()+": "))}
 }
