@@ -20,7 +20,7 @@ type Record struct {
 	// not start, or, during the run, the repository guard undid what the
 	// agent planted in a repository it made: Detail says what),
 	// protected (the guard protected a repository made during the run:
-	// Detail names it; see internal/sandboxinit/newrepo_linux.go), planted (what
+	// Detail names it; see internal/sandboxinit/repoguard_linux.go), planted (what
 	// the run made where no mount could protect it and the host may run:
 	// Detail lists the paths), grant or revoke (an egress grant added or
 	// taken away while the sandbox runs: Grants holds it, By who asked,

@@ -65,7 +65,7 @@ func baseEnv(s *Spec) []string {
 		"LANG=C.UTF-8",
 		"SHELL=/bin/sh",
 		"SODA_SANDBOX_ID=" + s.ID,
-		"GIT_TEMPLATE_DIR=" + wire.GitTemplateDir, // empty: git init makes no hooks (sandboxinit/newrepo.go)
+		"GIT_TEMPLATE_DIR=" + wire.GitTemplateDir, // empty: git init makes no hooks (sandboxinit/repoguard_linux.go)
 	}
 	return append(env, netEnv(s)...)
 }

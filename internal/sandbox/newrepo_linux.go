@@ -9,7 +9,7 @@ import (
 	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
-// The host side of the repository guard (internal/sandboxinit/newrepo_linux.go):
+// The host side of the repository guard (internal/sandboxinit/repoguard_linux.go):
 // init's status pipe stays open after the command starts, and the guard's
 // "protected" and "refused" reports on it become audit records.
 

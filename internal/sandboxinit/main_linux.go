@@ -46,7 +46,7 @@ type config struct {
 	protected     []string      // paths made read-only by protectGrants
 	unprotected   []string      // protected paths left writable by Unprotect
 	masked        []string      // files shown with a mask's contents (maskFiles)
-	guard         *repoGuard    // the repository guard, if any (newrepo_linux.go)
+	guard         *repoGuard    // the repository guard, if any (repoguard_linux.go)
 }
 
 // grant is one granted path.

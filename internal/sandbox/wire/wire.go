@@ -48,7 +48,7 @@ const (
 
 // GitTemplateDir is the sandbox's empty, read-only git template directory
 // (GIT_TEMPLATE_DIR): git init and git clone copy no hooks there (see
-// internal/sandboxinit/newrepo_linux.go).
+// internal/sandboxinit/repoguard_linux.go).
 const GitTemplateDir = "/run/soda-sandbox/git-template"
 
 // The life socket (the fourth descriptor of FDsEnv, a SOCK_SEQPACKET
