@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 	"kernel.org/pub/linux/libs/security/libcap/psx"
 
+	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
@@ -38,135 +40,27 @@ func runInit() int {
 		fmt.Fprintln(os.Stderr, "soda-sandbox-init: started without its descriptors (this program is started by sodactl or sodad, not by hand)")
 		return 125
 	}
-	// The life socket is init's alone: not the repository guard's, not
-	// the command's.
-	unix.CloseOnExec(fds[3])
-	life := os.NewFile(uintptr(fds[3]), "life")
-	hostGone := watchLife(life)
-	status := os.NewFile(uintptr(fds[1]), "status")
-	enc := json.NewEncoder(status)
-	start := time.Now()
-	report := func(m wire.Status) {
-		m.Elapsed = time.Since(start)
-		_ = enc.Encode(m)
-	}
-	// cfgIn is set once the configuration is read; a failing init waits
-	// for the host's placement verdict before it exits, so that the host
-	// never places a process that is already gone.
-	var cfgIn *bufio.Reader
-	quit := func(m wire.Status, code int) int {
-		report(m)
-		if cfgIn != nil {
-			_, _ = cfgIn.ReadByte()
-		}
-		return code
-	}
-	fail := func(l wire.Layer, err error) int { return quit(wire.Status{Layer: l, Error: err.Error()}, 125) }
-	var cfg config
-	cfgFile := os.NewFile(uintptr(fds[0]), "config")
-	in := bufio.NewReader(cfgFile)
-	line, err := in.ReadBytes('\n')
-	if err != nil {
-		return fail("", fmt.Errorf("read sandbox configuration: %w", err))
-	}
-	if err := json.Unmarshal(line, &cfg.Config); err != nil {
-		return fail("", fmt.Errorf("read sandbox configuration: %w", err))
-	}
-	if cfg.Version != wire.Version {
-		return fail("", fmt.Errorf("sandbox configuration of protocol version %d, this %s speaks %d: the host and its init binary come from different builds", cfg.Version, wire.InitArg0, wire.Version))
-	}
-	cfgIn = in
-	var userns []*os.File
-	nsFDs := fds[4:]
-	execFD := -1
-	if cfg.Persistent && len(nsFDs) > 0 {
-		execFD, nsFDs = nsFDs[len(nsFDs)-1], nsFDs[:len(nsFDs)-1]
-	}
-	for _, fd := range nsFDs {
-		userns = append(userns, os.NewFile(uintptr(fd), "userns"))
+	r := newInitRun(fds)
+	if err := r.readConfig(fds[4:]); err != nil {
+		return r.fail("", err)
 	}
 
-	_ = unix.Sethostname([]byte("soda-sandbox"))
-	// A session keyring of its own: the caller's keys are not possessed.
-	if _, err := unix.KeyctlJoinSessionKeyring("soda-sandbox"); err != nil {
-		return fail("", fmt.Errorf("join a new session keyring: %w", err))
+	// The sandbox, layer by layer, each reported as it is in place.
+	if err := r.ownHostnameAndKeyring(); err != nil {
+		return r.fail("", err)
 	}
-	if err := loopbackUp(); err != nil {
-		return fail(wire.LayerNetNS, fmt.Errorf("bring up loopback: %w", err))
+	if err := r.setupNetwork(fds[2]); err != nil {
+		return r.fail(wire.LayerNetNS, err)
 	}
-	relay, lns, dns, netDetail, err := setupNetwork(&cfg, fds[2])
-	if err != nil {
-		return fail(wire.LayerNetNS, err)
+	if layer, err := r.buildRoot(); err != nil {
+		return r.fail(layer, err)
 	}
-	report(wire.Status{Layer: wire.LayerNetNS, State: "applied", Detail: netDetail})
-
-	if err := buildRoot(&cfg, userns); err != nil {
-		var lf *layerFailure
-		if errors.As(err, &lf) {
-			return fail(lf.layer, lf.err)
-		}
-		return fail(wire.LayerMountNS, err)
+	if err := r.limitIPC(); err != nil {
+		return r.fail(wire.LayerCgroup, err)
 	}
-	for _, f := range userns {
-		f.Close()
-	}
-	report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "private root: read-only system, host sockets and homes hidden"})
-	if len(cfg.protected)+len(cfg.unprotected) > 0 {
-		detail := fmt.Sprintf("%d paths the host would run read-only: %s", len(cfg.protected), strings.Join(cfg.protected, ", "))
-		if len(cfg.unprotected) > 0 {
-			detail += "; unprotected by the caller: " + strings.Join(cfg.unprotected, ", ")
-		}
-		report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: detail})
-	}
-	if len(cfg.masked) > 0 {
-		report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "shown without their secrets: " + strings.Join(cfg.masked, ", ")})
-	}
-	report(wire.Status{Layer: wire.LayerPIDNS, State: "applied", Detail: "fresh /proc"})
-	// The IPC namespace's limits are the sandbox's limits, as its cgroup's
-	// are (and waived with them).
-	ipcDetail, err := limitIPC(&cfg)
-	switch {
-	case err != nil && degraded(&cfg, wire.LayerCgroup):
-		report(wire.Status{Layer: wire.LayerCgroup, State: "degraded", Detail: err.Error()})
-	case err != nil:
-		return fail(wire.LayerCgroup, err)
-	default:
-		report(wire.Status{Layer: wire.LayerCgroup, State: "applied", Detail: ipcDetail})
-	}
-	if len(cfg.idmapDegraded) > 0 {
-		report(wire.Status{Layer: wire.LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})
-	} else if len(cfg.IDMaps) > 0 {
-		detail := fmt.Sprintf("%d granted paths idmapped to uid %d", len(cfg.IDMaps)-len(cfg.idmapSkipped), cfg.UID)
-		if len(cfg.idmapSkipped) > 0 {
-			detail += "; read-only without idmap (filesystem cannot): " + strings.Join(cfg.idmapSkipped, ", ")
-		}
-		report(wire.Status{Layer: wire.LayerIDMap, State: "applied", Detail: detail})
-	}
-
-	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	var pty *sandboxPTY
-	if cfg.StdinIsTTY {
-		if pty, err = openSandboxPTY(cfg.UID, cfg.GID); err != nil {
-			return fail("", err)
-		}
-		// The pty replaces the caller's terminal, never a pipe or file.
-		stdio[0] = pty.slave
-		for fd := 1; fd <= 2; fd++ {
-			if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
-				stdio[fd] = pty.slave
-			}
-		}
-	}
-	path, err := "", error(nil)
-	if !cfg.Persistent {
-		path, err = lookPath(cfg.Argv[0], cfg.Env)
-	}
-	if err != nil {
-		var ce *commandError
-		if errors.As(err, &ce) {
-			return quit(wire.Status{Error: ce.Error(), Code: ce.Code}, ce.Code)
-		}
-		return fail("", err)
+	r.reportIDMap()
+	if err := r.prepareCommand(); err != nil {
+		return r.failCommand(err)
 	}
 
 	// From here a signal from the host is for the command: catch it now
@@ -178,127 +72,398 @@ func runInit() int {
 	// Per-thread state (capability sets, the bounding set) is what the
 	// forking thread has: this one.
 	runtime.LockOSThread()
-
-	// Fork only once the host has placed us in the cgroup. Then this
-	// thread (the command's parent) enters a cgroup namespace rooted
-	// there: the command sees "/" as its cgroup, not the host's path, and
-	// the cgroup hierarchies mounted now show nothing above the sandbox.
-	if b, err := cfgIn.ReadByte(); err != nil || b != wire.PlacedByte {
-		return fail(wire.LayerCgroup, errors.New("host did not confirm the cgroup placement"))
+	if err := r.awaitPlacement(); err != nil {
+		return r.fail(wire.LayerCgroup, err)
 	}
-	// The repository guard, in the cgroup, before init confines itself.
-	if cfg.guard, err = startRepoGuard(&cfg, status); err != nil {
-		return fail(wire.LayerMountNS, err)
+	if err := r.startRepoGuard(); err != nil {
+		return r.fail(wire.LayerMountNS, err)
 	}
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return fail(wire.LayerMountNS, fmt.Errorf("unshare the cgroup namespace: %w", err))
+	if err := r.enterCgroupNS(); err != nil {
+		return r.fail(wire.LayerMountNS, err)
 	}
-	cgDetail, err := mountCgroupFS(cfg.cgroupLayout)
-	if err != nil {
-		// Not a confinement layer (read-only either way): the command
-		// runs with an empty /sys/fs/cgroup and the reason is logged.
-		cgDetail += ": " + err.Error()
-	}
-	report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "own cgroup namespace; " + cgDetail})
-
-	if layer, err := confine(&cfg, report); err != nil {
-		return fail(layer, err)
+	if layer, err := confine(&r.cfg, r.report); err != nil {
+		return r.fail(layer, err)
 	}
 	unix.Umask(callerUmask)
-	if err := cfg.guard.waitReady(); err != nil {
-		return fail(wire.LayerMountNS, err)
+	if err := r.cfg.guard.waitReady(); err != nil {
+		return r.fail(wire.LayerMountNS, err)
 	}
 
 	// Egress relay: every connection and DNS query goes to the host.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = relay.Serve(ctx, lns) }()
-	if dns != nil {
-		go func() { _ = relay.ServeDNS(ctx, dns) }()
-	}
+	r.serveEgress(ctx)
 
-	if cfg.Persistent {
+	if r.cfg.Persistent {
 		// A live sandbox: commands come from the host (exec_linux.go).
-		report(wire.Status{Ready: true})
-		status.Close()
-		cfgFile.Close()
-		return serveExec(&cfg, execFD, sigs)
+		r.ready(wire.Status{Ready: true})
+		return serveExec(&r.cfg, r.execFD, sigs)
 	}
-	proc, err := os.StartProcess(path, cfg.Argv, &os.ProcAttr{
-		Dir:   cfg.Dir,
-		Env:   cfg.Env,
-		Files: stdio,
-		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: cfg.StdinIsTTY, Ctty: 0, Pdeathsig: syscall.SIGKILL},
+	proc, err := r.startCommand()
+	if err != nil {
+		return r.fail("", err)
+	}
+	r.ready(wire.Status{Ready: true, Pid: proc.Pid})
+	exited, guardDied := reapChildren(proc.Pid, r.cfg.guard)
+	return r.supervise(proc.Pid, sigs, exited, guardDied)
+}
+
+// initRun is what init holds from its start to its exit: its descriptors,
+// the configuration, and what one phase of runInit hands on to the next.
+type initRun struct {
+	cfg      config
+	life     *os.File        // the life socket: init's alone, not the guard's, not the command's
+	hostGone <-chan struct{} // closed once the host's end of life is gone (watchLife)
+	status   *os.File        // the status pipe to the host
+	enc      *json.Encoder   // on status
+	start    time.Time       // when init started: each status's Elapsed is since then
+	cfgFile  *os.File        // the configuration pipe
+	// cfgIn is set once the configuration is read; a failing init waits
+	// for the host's placement verdict before it exits, so that the host
+	// never places a process that is already gone.
+	cfgIn  *bufio.Reader
+	userns []*os.File // the idmap user namespaces, until the root is built
+	execFD int        // a live sandbox's exec socket, or -1
+
+	relay *egress.Relay  // the egress relay (setupNetwork)
+	lns   []net.Listener // its listeners
+	dns   net.PacketConn // the DNS sink, or nil
+
+	stdio []*os.File  // the command's 0, 1 and 2
+	pty   *sandboxPTY // the command's terminal, if the caller has one
+	path  string      // the command's executable (not for a live sandbox)
+}
+
+// newInitRun takes init's descriptors (wire.FDsEnv: configuration,
+// status, egress control, life, then the user namespaces and a live
+// sandbox's exec socket) and starts watching the life socket.
+func newInitRun(fds []int) *initRun {
+	// The life socket is init's alone: not the repository guard's, not
+	// the command's.
+	unix.CloseOnExec(fds[3])
+	life := os.NewFile(uintptr(fds[3]), "life")
+	status := os.NewFile(uintptr(fds[1]), "status")
+	return &initRun{
+		life:     life,
+		hostGone: watchLife(life),
+		status:   status,
+		enc:      json.NewEncoder(status),
+		start:    time.Now(),
+		cfgFile:  os.NewFile(uintptr(fds[0]), "config"),
+		execFD:   -1,
+	}
+}
+
+// report sends one status line to the host.
+func (r *initRun) report(m wire.Status) {
+	m.Elapsed = time.Since(r.start)
+	_ = r.enc.Encode(m)
+}
+
+// quit reports m and returns code, once the host has said where it placed
+// init if the configuration was read.
+func (r *initRun) quit(m wire.Status, code int) int {
+	r.report(m)
+	if r.cfgIn != nil {
+		_, _ = r.cfgIn.ReadByte()
+	}
+	return code
+}
+
+// fail reports err as the failure of layer l and returns 125.
+func (r *initRun) fail(l wire.Layer, err error) int {
+	return r.quit(wire.Status{Layer: l, Error: err.Error()}, 125)
+}
+
+// failCommand reports a command that cannot run with its own exit code
+// (126, 127: commandError) and any other failure as fail does.
+func (r *initRun) failCommand(err error) int {
+	var ce *commandError
+	if errors.As(err, &ce) {
+		return r.quit(wire.Status{Error: ce.Error(), Code: ce.Code}, ce.Code)
+	}
+	return r.fail("", err)
+}
+
+// readConfig reads the host's configuration, one JSON line of this
+// protocol version, and sorts the descriptors after the first four
+// (nsFDs): the idmap user namespaces, and last a live sandbox's exec
+// socket.
+func (r *initRun) readConfig(nsFDs []int) error {
+	in := bufio.NewReader(r.cfgFile)
+	line, err := in.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("read sandbox configuration: %w", err)
+	}
+	if err := json.Unmarshal(line, &r.cfg.Config); err != nil {
+		return fmt.Errorf("read sandbox configuration: %w", err)
+	}
+	if r.cfg.Version != wire.Version {
+		return fmt.Errorf("sandbox configuration of protocol version %d, this %s speaks %d: the host and its init binary come from different builds", r.cfg.Version, wire.InitArg0, wire.Version)
+	}
+	r.cfgIn = in
+	if r.cfg.Persistent && len(nsFDs) > 0 {
+		r.execFD, nsFDs = nsFDs[len(nsFDs)-1], nsFDs[:len(nsFDs)-1]
+	}
+	for _, fd := range nsFDs {
+		r.userns = append(r.userns, os.NewFile(uintptr(fd), "userns"))
+	}
+	return nil
+}
+
+// ownHostnameAndKeyring gives the sandbox its own hostname and a session
+// keyring of its own: the caller's keys are not possessed.
+func (r *initRun) ownHostnameAndKeyring() error {
+	_ = unix.Sethostname([]byte("soda-sandbox"))
+	if _, err := unix.KeyctlJoinSessionKeyring("soda-sandbox"); err != nil {
+		return fmt.Errorf("join a new session keyring: %w", err)
+	}
+	return nil
+}
+
+// setupNetwork brings up the network namespace's loopback and the egress
+// relay's listeners on it (egressFD is its control socket to the host),
+// and reports the network layer.
+func (r *initRun) setupNetwork(egressFD int) error {
+	if err := loopbackUp(); err != nil {
+		return fmt.Errorf("bring up loopback: %w", err)
+	}
+	var detail string
+	var err error
+	r.relay, r.lns, r.dns, detail, err = setupNetwork(&r.cfg, egressFD)
+	if err != nil {
+		return err
+	}
+	r.report(wire.Status{Layer: wire.LayerNetNS, State: "applied", Detail: detail})
+	return nil
+}
+
+// buildRoot builds the sandbox's root in its mount namespace (rootfs_linux.go)
+// and reports the mount and PID namespace layers: what the host would run
+// that is protected, the files shown without their secrets. A failure
+// names the layer it belongs to (the mount namespace unless buildRoot says
+// otherwise).
+func (r *initRun) buildRoot() (wire.Layer, error) {
+	if err := buildRoot(&r.cfg, r.userns); err != nil {
+		var lf *layerFailure
+		if errors.As(err, &lf) {
+			return lf.layer, lf.err
+		}
+		return wire.LayerMountNS, err
+	}
+	for _, f := range r.userns {
+		f.Close()
+	}
+	cfg := &r.cfg
+	r.report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "private root: read-only system, host sockets and homes hidden"})
+	if len(cfg.protected)+len(cfg.unprotected) > 0 {
+		detail := fmt.Sprintf("%d paths the host would run read-only: %s", len(cfg.protected), strings.Join(cfg.protected, ", "))
+		if len(cfg.unprotected) > 0 {
+			detail += "; unprotected by the caller: " + strings.Join(cfg.unprotected, ", ")
+		}
+		r.report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: detail})
+	}
+	if len(cfg.masked) > 0 {
+		r.report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "shown without their secrets: " + strings.Join(cfg.masked, ", ")})
+	}
+	r.report(wire.Status{Layer: wire.LayerPIDNS, State: "applied", Detail: "fresh /proc"})
+	return "", nil
+}
+
+// limitIPC sets the IPC namespace's limits, which are the sandbox's
+// limits as its cgroup's are (and waived with them): a failure is
+// reported degraded when the cgroup layer may be, else returned.
+func (r *initRun) limitIPC() error {
+	detail, err := limitIPC(&r.cfg)
+	switch {
+	case err != nil && degraded(&r.cfg, wire.LayerCgroup):
+		r.report(wire.Status{Layer: wire.LayerCgroup, State: "degraded", Detail: err.Error()})
+	case err != nil:
+		return err
+	default:
+		r.report(wire.Status{Layer: wire.LayerCgroup, State: "applied", Detail: detail})
+	}
+	return nil
+}
+
+// reportIDMap reports the idmap layer as buildRoot left it: the granted
+// paths idmapped, those read-only without idmap, or why it is degraded.
+func (r *initRun) reportIDMap() {
+	cfg := &r.cfg
+	if len(cfg.idmapDegraded) > 0 {
+		r.report(wire.Status{Layer: wire.LayerIDMap, State: "degraded", Detail: strings.Join(cfg.idmapDegraded, "; ")})
+	} else if len(cfg.IDMaps) > 0 {
+		detail := fmt.Sprintf("%d granted paths idmapped to uid %d", len(cfg.IDMaps)-len(cfg.idmapSkipped), cfg.UID)
+		if len(cfg.idmapSkipped) > 0 {
+			detail += "; read-only without idmap (filesystem cannot): " + strings.Join(cfg.idmapSkipped, ", ")
+		}
+		r.report(wire.Status{Layer: wire.LayerIDMap, State: "applied", Detail: detail})
+	}
+}
+
+// prepareCommand opens the command's terminal when the caller has one
+// and finds its executable (a live sandbox has no command of its own); a
+// command that cannot run is a commandError.
+func (r *initRun) prepareCommand() error {
+	r.stdio = []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	if r.cfg.StdinIsTTY {
+		var err error
+		if r.pty, err = openSandboxPTY(r.cfg.UID, r.cfg.GID); err != nil {
+			return err
+		}
+		// The pty replaces the caller's terminal, never a pipe or file.
+		r.stdio[0] = r.pty.slave
+		for fd := 1; fd <= 2; fd++ {
+			if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+				r.stdio[fd] = r.pty.slave
+			}
+		}
+	}
+	if r.cfg.Persistent {
+		return nil
+	}
+	var err error
+	r.path, err = lookPath(r.cfg.Argv[0], r.cfg.Env)
+	return err
+}
+
+// awaitPlacement waits for the host to place init in the sandbox's
+// cgroup: init forks nothing before.
+func (r *initRun) awaitPlacement() error {
+	if b, err := r.cfgIn.ReadByte(); err != nil || b != wire.PlacedByte {
+		return errors.New("host did not confirm the cgroup placement")
+	}
+	return nil
+}
+
+// startRepoGuard starts the repository guard (repoguard_linux.go), in the
+// cgroup, before init confines itself.
+func (r *initRun) startRepoGuard() error {
+	var err error
+	r.cfg.guard, err = startRepoGuard(&r.cfg, r.status)
+	return err
+}
+
+// enterCgroupNS makes this thread (the command's parent) enter a cgroup
+// namespace rooted at the sandbox's cgroup, and mounts the cgroup
+// hierarchies there: the command sees "/" as its cgroup, not the host's
+// path, and /sys/fs/cgroup shows nothing above the sandbox.
+func (r *initRun) enterCgroupNS() error {
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("unshare the cgroup namespace: %w", err)
+	}
+	detail, err := mountCgroupFS(r.cfg.cgroupLayout)
+	if err != nil {
+		// Not a confinement layer (read-only either way): the command
+		// runs with an empty /sys/fs/cgroup and the reason is logged.
+		detail += ": " + err.Error()
+	}
+	r.report(wire.Status{Layer: wire.LayerMountNS, State: "applied", Detail: "own cgroup namespace; " + detail})
+	return nil
+}
+
+// serveEgress relays every connection and DNS query of the sandbox to
+// the host until ctx ends.
+func (r *initRun) serveEgress(ctx context.Context) {
+	go func() { _ = r.relay.Serve(ctx, r.lns) }()
+	if r.dns != nil {
+		go func() { _ = r.relay.ServeDNS(ctx, r.dns) }()
+	}
+}
+
+// startCommand forks the command, confined as this thread is, in a
+// session of its own (with the pty as its terminal, if any).
+func (r *initRun) startCommand() (*os.Process, error) {
+	proc, err := os.StartProcess(r.path, r.cfg.Argv, &os.ProcAttr{
+		Dir:   r.cfg.Dir,
+		Env:   r.cfg.Env,
+		Files: r.stdio,
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: r.cfg.StdinIsTTY, Ctty: 0, Pdeathsig: syscall.SIGKILL},
 	})
 	if err != nil {
-		return fail("", fmt.Errorf("start %s: %w", path, err))
+		return nil, fmt.Errorf("start %s: %w", r.path, err)
 	}
-	report(wire.Status{Ready: true, Pid: proc.Pid})
-	status.Close()
-	cfgFile.Close()
+	return proc, nil
+}
 
-	// Reap everything (on another thread: wait4 sees the children of every
-	// thread); the command's status is ours.
-	exited := make(chan syscall.WaitStatus, 1)
-	guardDied := make(chan struct{})
+// ready tells the host the sandbox is ready (m) and closes the status and
+// configuration pipes: init reports nothing more on them.
+func (r *initRun) ready(m wire.Status) {
+	r.report(m)
+	r.status.Close()
+	r.cfgFile.Close()
+}
+
+// reapChildren reaps every child of init (on another thread: wait4 sees
+// the children of every thread). exited gets the command's status, or is
+// closed if waiting fails; guardDied is closed when the repository guard
+// dies.
+func reapChildren(pid int, guard *repoGuard) (exited <-chan syscall.WaitStatus, guardDied <-chan struct{}) {
+	ex := make(chan syscall.WaitStatus, 1)
+	gd := make(chan struct{})
 	go func() {
 		for {
 			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			p, err := syscall.Wait4(-1, &ws, 0, nil)
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
 			if err != nil {
-				close(exited)
+				close(ex)
 				return
 			}
-			if pid == proc.Pid {
-				exited <- ws
+			if p == pid {
+				ex <- ws
 				return
 			}
-			if cfg.guard.died(pid) {
-				close(guardDied)
+			if guard.died(p) {
+				close(gd)
 			}
 		}
 	}()
+	return ex, gd
+}
 
-	// Forward the host's signals (caught from before the command started)
-	// to the command's process group, from this thread: Landlock's signal
-	// scope lets a thread signal only processes in its own domain, and each
-	// of init's threads has a domain of its own (landlock_restrict_self
-	// is per thread); the command inherited this thread's.
+// supervise runs until the command (pid) ends and returns its status as
+// init's. It forwards the host's signals (caught from before the command
+// started) to the command's process group, from this thread: Landlock's
+// signal scope lets a thread signal only processes in its own domain, and
+// each of init's threads has a domain of its own (landlock_restrict_self
+// is per thread); the command inherited this thread's. The command is
+// killed when the repository guard dies or the host is gone.
+func (r *initRun) supervise(pid int, sigs <-chan os.Signal, exited <-chan syscall.WaitStatus, guardDied <-chan struct{}) int {
 	for {
 		select {
 		case s := <-sigs:
-			if s == syscall.SIGWINCH && pty != nil {
-				pty.resize()
+			if s == syscall.SIGWINCH && r.pty != nil {
+				r.pty.resize()
 			}
 			// The command leads its own session, so it is in this group
 			// (a session leader cannot leave it): one delivery each.
-			_ = syscall.Kill(-proc.Pid, s.(syscall.Signal))
+			_ = syscall.Kill(-pid, s.(syscall.Signal))
 		case <-guardDied:
-			_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
-			return sendExit(life, 125)
-		case <-hostGone:
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			return sendExit(r.life, 125)
+		case <-r.hostGone:
 			// Nobody holds the sandbox's egress any more: end it (the
 			// kernel kills the rest of the PID namespace with init).
 			fmt.Fprintln(os.Stderr, "soda-sandbox-init: the supervisor is gone; ending the sandbox")
-			_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			return 125
 		case ws, ok := <-exited:
 			if !ok {
 				return 125
 			}
-			cfg.guard.drain()
+			r.cfg.guard.drain()
 			// Exit with the command's status: the end of PID 1 ends the
 			// PID namespace, and the kernel kills whatever the command left.
-			if pty != nil {
-				pty.drain()
+			if r.pty != nil {
+				r.pty.drain()
 			}
 			if ws.Signaled() {
-				return sendExit(life, 128+int(ws.Signal()))
+				return sendExit(r.life, 128+int(ws.Signal()))
 			}
-			return sendExit(life, ws.ExitStatus())
+			return sendExit(r.life, ws.ExitStatus())
 		}
 	}
 }
