@@ -72,6 +72,11 @@ type layerFailure struct {
 
 func (f *layerFailure) Error() string { return f.err.Error() }
 
+// buildRoot builds the sandbox's root (see oldRoot) in init's mount
+// namespace and pivots into it: the host's system read-only, its other
+// places hidden, the home and the granted paths, what the host would run
+// protected, the host's root detached and the skeleton frozen. A failure
+// of another layer than the mount namespace is a layerFailure.
 func buildRoot(cfg *config, userns []*os.File) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -79,18 +84,7 @@ func buildRoot(cfg *config, userns []*os.File) error {
 	// How the host mounts its cgroup hierarchies, to be mounted the same
 	// way (but rooted at the sandbox's cgroup) once init is placed.
 	cfg.cgroupLayout = hostCgroupLayout()
-	// The new root: a tmpfs mounted over /tmp (of this namespace only),
-	// then pivoted into. The host's /tmp reappears below the old root.
-	if err := unix.Mount("soda-root", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=8m"); err != nil {
-		return fmt.Errorf("mount root tmpfs: %w", err)
-	}
-	if err := os.Mkdir("/tmp"+oldRoot, 0o700); err != nil {
-		return err
-	}
-	if err := unix.PivotRoot("/tmp", "/tmp"+oldRoot); err != nil {
-		return fmt.Errorf("pivot_root: %w", err)
-	}
-	if err := os.Chdir("/"); err != nil {
+	if err := pivotToTmpfs(); err != nil {
 		return err
 	}
 	tmp, err := mountPrivateTmp(cfg.TmpSize)
@@ -98,65 +92,9 @@ func buildRoot(cfg *config, userns []*os.File) error {
 		return err
 	}
 
-	entries, err := os.ReadDir(oldRoot)
-	if err != nil {
-		return fmt.Errorf("read host root: %w", err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		host := filepath.Join(oldRoot, name)
-		dst := "/" + name
-		switch {
-		case "/"+name == oldRoot:
-			continue
-		case name == "proc":
-			if err := os.Mkdir(dst, 0o555); err != nil {
-				return err
-			}
-			if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-				return fmt.Errorf("mount fresh /proc: %w", err)
-			}
-			if err := maskProc(); err != nil {
-				return err
-			}
-		case name == "sys":
-			if err := mountSys(); err != nil {
-				return err
-			}
-		case name == "dev":
-			if err := buildDev(tmp); err != nil {
-				return fmt.Errorf("build /dev: %w", err)
-			}
-		case name == "tmp":
-			if err := tmp.bind(dst); err != nil {
-				return err
-			}
-		case slices.Contains(hiddenTop, name):
-			if err := emptyTmpfs(dst); err != nil {
-				return err
-			}
-		case !slices.Contains(systemTop, name):
-			continue
-		case e.Type()&os.ModeSymlink != 0:
-			target, err := os.Readlink(host)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(target, dst); err != nil {
-				return err
-			}
-		default:
-			if err := bindReadOnly(host, dst, e.IsDir()); err != nil {
-				return err
-			}
-		}
-	}
-	for _, name := range hiddenTop {
-		if _, err := os.Lstat("/" + name); errors.Is(err, os.ErrNotExist) {
-			if err := emptyTmpfs("/" + name); err != nil {
-				return err
-			}
-		}
+	// The top level and what is hidden below it.
+	if err := populateTop(tmp); err != nil {
+		return err
 	}
 	hidden := append(slices.Clone(hiddenBelow), cfg.HideExtra...)
 	if err := hide(hidden, tmp); err != nil {
@@ -170,31 +108,11 @@ func buildRoot(cfg *config, userns []*os.File) error {
 	}
 
 	// The home and the granted paths.
-	if err := mountHome(oldRoot+cfg.Home, cfg); err != nil {
-		return fmt.Errorf("mount home: %w", err)
-	}
-	if cfg.WorkspaceSize > 0 {
-		if err := mountWorkspace(cfg); err != nil {
-			return fmt.Errorf("mount workspace: %w", err)
-		}
-	}
-	grants, err := mountGrants(cfg, userns)
+	grants, err := mountHomeAndGrants(cfg, userns)
 	if err != nil {
 		return err
 	}
-
-	// A grant of a parent (--ro /var) brought the hidden places back:
-	// hide them again on top of it.
-	var again []string
-	for _, p := range hidden {
-		for _, g := range grants {
-			if strings.HasPrefix(p, g.path+"/") {
-				again = append(again, p)
-				break
-			}
-		}
-	}
-	if err := hide(again, tmp); err != nil {
+	if err := hideAgain(hidden, grants, tmp); err != nil {
 		return err
 	}
 	if err := tmp.close(); err != nil {
@@ -211,14 +129,141 @@ func buildRoot(cfg *config, userns []*os.File) error {
 		return err
 	}
 
+	if err := detachHostRoot(); err != nil {
+		return err
+	}
+	return freezeSkeleton(hidden)
+}
+
+// pivotToTmpfs makes a tmpfs, mounted over /tmp (of this namespace only),
+// the new root and pivots into it. The host's root, and its /tmp, are
+// below oldRoot until detachHostRoot.
+func pivotToTmpfs() error {
+	if err := unix.Mount("soda-root", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=8m"); err != nil {
+		return fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	if err := os.Mkdir("/tmp"+oldRoot, 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot("/tmp", "/tmp"+oldRoot); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	return os.Chdir("/")
+}
+
+// populateTop makes the root's top level from the host's: each entry as
+// mountTopEntry says, then an empty tmpfs for each of hiddenTop the host
+// lacks.
+func populateTop(tmp *privateTmp) error {
+	entries, err := os.ReadDir(oldRoot)
+	if err != nil {
+		return fmt.Errorf("read host root: %w", err)
+	}
+	for _, e := range entries {
+		if err := mountTopEntry(e, tmp); err != nil {
+			return err
+		}
+	}
+	for _, name := range hiddenTop {
+		if _, err := os.Lstat("/" + name); errors.Is(err, os.ErrNotExist) {
+			if err := emptyTmpfs("/" + name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mountTopEntry makes the sandbox's counterpart of one top-level entry e
+// of the host: a fresh /proc, /sys and /dev, the private /tmp, an empty
+// tmpfs for hiddenTop, the system directories (systemTop) bound
+// read-only or, as links, copied; nothing for the rest.
+func mountTopEntry(e fs.DirEntry, tmp *privateTmp) error {
+	name := e.Name()
+	host := filepath.Join(oldRoot, name)
+	dst := "/" + name
+	switch {
+	case "/"+name == oldRoot:
+		return nil
+	case name == "proc":
+		return mountProc(dst)
+	case name == "sys":
+		return mountSys()
+	case name == "dev":
+		if err := buildDev(tmp); err != nil {
+			return fmt.Errorf("build /dev: %w", err)
+		}
+		return nil
+	case name == "tmp":
+		return tmp.bind(dst)
+	case slices.Contains(hiddenTop, name):
+		return emptyTmpfs(dst)
+	case !slices.Contains(systemTop, name):
+		return nil
+	case e.Type()&os.ModeSymlink != 0:
+		target, err := os.Readlink(host)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	default:
+		return bindReadOnly(host, dst, e.IsDir())
+	}
+}
+
+// mountProc mounts a fresh procfs of the sandbox's PID namespace at dst,
+// its host-revealing files masked (maskProc).
+func mountProc(dst string) error {
+	if err := os.Mkdir(dst, 0o555); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount fresh /proc: %w", err)
+	}
+	return maskProc()
+}
+
+// mountHomeAndGrants mounts the sandbox's home, its workspace if it has
+// one, and the granted paths (mountGrants), which it returns.
+func mountHomeAndGrants(cfg *config, userns []*os.File) ([]grant, error) {
+	if err := mountHome(oldRoot+cfg.Home, cfg); err != nil {
+		return nil, fmt.Errorf("mount home: %w", err)
+	}
+	if cfg.WorkspaceSize > 0 {
+		if err := mountWorkspace(cfg); err != nil {
+			return nil, fmt.Errorf("mount workspace: %w", err)
+		}
+	}
+	return mountGrants(cfg, userns)
+}
+
+// hideAgain hides again the hidden places a grant of a parent (--ro /var)
+// brought back, on top of it.
+func hideAgain(hidden []string, grants []grant, tmp *privateTmp) error {
+	var again []string
+	for _, p := range hidden {
+		for _, g := range grants {
+			if strings.HasPrefix(p, g.path+"/") {
+				again = append(again, p)
+				break
+			}
+		}
+	}
+	return hide(again, tmp)
+}
+
+// detachHostRoot takes the host's root (oldRoot) out of the sandbox.
+func detachHostRoot() error {
 	if err := unix.Unmount(oldRoot, unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("detach host root: %w", err)
 	}
-	if err := os.Remove(oldRoot); err != nil {
-		return err
-	}
-	// Freeze the skeleton: the root tmpfs and the empty ones (writable
-	// until now for the grants' mount points).
+	return os.Remove(oldRoot)
+}
+
+// freezeSkeleton makes the root tmpfs and the empty ones, among them the
+// hidden places, read-only: they were writable until now for the grants'
+// mount points. The private /var/tmp stays writable.
+func freezeSkeleton(hidden []string) error {
 	freeze := append([]string{"/", "/run", "/home", "/root", "/mnt", "/media", "/dev"}, hidden...)
 	for _, p := range freeze {
 		if _, ok := tmpDirs[p]; ok {
