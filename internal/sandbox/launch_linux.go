@@ -82,7 +82,7 @@ type Sandbox struct {
 	exit        ExitStatus
 	waitErr     error
 
-	statusDone chan struct{} // closed when init's status pipe ends (newrepo_linux.go)
+	statusDone chan struct{} // closed when init's status pipe ends (repoguard_linux.go)
 	status     *os.File      // its read end, once the command started
 }
 
@@ -443,7 +443,7 @@ func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver, loc
 func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 	done := make(chan error, 1)
 	// The repository guard writes on after the command started: read
-	// until the end (newrepo_linux.go).
+	// until the end (repoguard_linux.go).
 	statR, sb.statusDone = keepStatus(statR)
 	sb.status = statR
 	go func() {
