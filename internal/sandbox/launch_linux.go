@@ -82,87 +82,41 @@ type Sandbox struct {
 	exit        ExitStatus
 	waitErr     error
 
-	statusDone chan struct{} // closed when init's status pipe ends (newrepo_linux.go)
+	statusDone chan struct{} // closed when init's status pipe ends (repoguard_linux.go)
 	status     *os.File      // its read end, once the command started
 }
 
 // Start launches spec's command in a new sandbox. It returns once the
 // command has been started with every layer in place, or an error that
 // names the layer that could not be applied (*LayerError).
+//
+// It prepares init's configuration, the identity the command runs as and
+// the cgroup; clones init with the files it talks over; places it in its
+// cgroup while init builds the sandbox; then starts the host side of
+// egress and releases init, which forks the command.
 func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
-	log := e.cfg.Log
 	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
 	if e.cfg.ClosedNetwork && !spec.NoNetwork {
 		return nil, errors.New("sandbox: this engine runs closed-network sandboxes only (Spec.NoNetwork)")
 	}
-	log = log.With("sandbox", spec.ID)
-	sb := &Sandbox{ID: spec.ID, spec: spec, log: log, audit: e.cfg.Audit, started: time.Now(), stopCh: make(chan struct{}), detachCh: make(chan struct{}), logGate: throttle.New(logRate), quietEgress: e.cfg.QuietEgress, adoptable: e.cfg.Adoptable}
-	sb.home = e.takeHome(spec.Home)
+	sb := e.newSandbox(spec)
 	defer func() {
 		if err != nil {
 			sb.cleanup(context.WithoutCancel(ctx))
 			sb.record(Record{Event: "refused", Detail: err.Error()})
 		}
 	}()
-	sb.record(Record{Event: "start", Argv: spec.Argv, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
-		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded, Unprotected: spec.Unprotect})
-	if len(spec.ReadWrite) > 0 {
-		sb.watch = newPlantWatch(spec.ReadWrite, spec.Unprotect)
-	}
-	if len(spec.Unprotect) > 0 {
-		log.Warn("sandbox paths unprotected: the host may run what the command writes there", "unprotected", strings.Join(spec.Unprotect, ":"))
-	}
+	sb.recordStart()
 
-	root := e.cfg.Privileged
-	cfg := wire.Config{
-		Version: wire.Version, ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
-		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
-		NProc: uint64(spec.Limits.TasksMax), LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
-		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
-		Adoptable: e.cfg.Adoptable, WorkspaceSize: spec.WorkspaceSize, Masks: spec.Masks,
-	}
-	kept, dropped := FilterEnv(spec.Env)
-	cfg.Env = append(append(baseEnv(&spec), spec.TrustedEnv...), kept...)
-	if len(dropped) > 0 {
-		sb.record(Record{Event: "env", Dropped: dropped})
-	}
-	if !spec.NoNetwork {
-		cfg.RelayPorts = append([]uint16{spec.Egress.ProxyPort}, spec.Egress.MCPPorts...)
-	}
-	for _, l := range []Layer{LayerNetNS, LayerMountNS, LayerPIDNS} {
-		if spec.Knobs.unavailable(l) {
-			return nil, &LayerError{Layer: l, Err: errors.New("unavailable (test knob)")}
-		}
-	}
-
-	ids, owners, err := checkGrants(&spec)
+	cfg, owners, err := e.initConfig(sb)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Identities = ids
-	if spec.Knobs.AfterCheck != nil {
-		spec.Knobs.AfterCheck()
-	}
-
-	// Who the command runs as.
-	if root {
-		sb.uid, err = e.uids.lease()
-		if err != nil {
-			return nil, fmt.Errorf("sandbox uid: %w", err)
-		}
-		// The home needs no chown: init copies it into the sandbox's
-		// own tmpfs, owned by cfg.UID (mountHome).
-		cfg.UID, cfg.GID = sb.uid.uid, sb.uid.uid
-		if err := sb.idmapGrants(e.cfg.InitPath, &cfg, owners); err != nil {
-			return nil, err
-		}
-	} else {
-		if spec.Knobs.unavailable(LayerUserNS) {
-			return nil, &LayerError{Layer: LayerUserNS, Err: errors.New("unavailable (test knob)")}
-		}
-		cfg.UID, cfg.GID, cfg.UserNS = os.Getuid(), os.Getgid(), true
+	root := e.cfg.Privileged
+	if err := e.chooseIdentity(sb, &cfg, owners); err != nil {
+		return nil, err
 	}
 
 	// The cgroup, before anything runs.
@@ -171,16 +125,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	// meanwhile), since systemd needs a pid to make a scope.
 	scope := e.cfg.Cgroups == CgroupSystemd
 	if scope && !spec.Knobs.unavailable(LayerCgroup) {
-		// Connect to systemd while the rest is prepared and init starts.
-		sb.pendingScope = make(chan scopeResult, 1)
-		go func() {
-			p, err := e.scopePlacer(ctx)
-			if err != nil {
-				sb.pendingScope <- scopeResult{err: err}
-				return
-			}
-			sb.pendingScope <- scopeResult{placer: p.WithLimits(sb.childLimits())}
-		}()
+		e.connectScope(ctx, sb)
 	}
 	tPrep := time.Since(sb.started)
 	if !scope {
@@ -190,46 +135,214 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 	tGroup := time.Since(sb.started)
 
-	// Pipes: config (host → init), status (init → host), egress control.
-	cfgR, cfgW, err := os.Pipe()
+	link, err := sb.openInitLink()
 	if err != nil {
+		return nil, err
+	}
+	defer link.close()
+	cmd, err := e.initCmd(sb, &cfg, link)
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, namespaceError(err, cfg.UserNS)
+	}
+	tClone := time.Since(sb.started)
+	sb.cmd, sb.pid = cmd, cmd.Process.Pid
+	link.closeChildEnds() // init holds them now
+
+	// Init builds the sandbox while we place it in its cgroup; it forks
+	// the command only after wire.PlacedByte.
+	if err := json.NewEncoder(link.cfgW).Encode(cfg); err != nil {
+		return nil, fmt.Errorf("send sandbox configuration: %w", err)
+	}
+	if err := sb.place(ctx, root, scope, cmd.Process.Pid); err != nil {
+		return nil, err
+	}
+	tPlaced := time.Since(sb.started)
+
+	if err := e.release(ctx, sb, link); err != nil {
+		return nil, err
+	}
+	sb.log.Debug("sandbox started", "prepare", tPrep, "cgroup", tGroup-tPrep, "clone", tClone-tGroup,
+		"place", tPlaced-tClone, "ready", time.Since(sb.started)-tPlaced, "total", time.Since(sb.started))
+	return sb, nil
+}
+
+// newSandbox returns the Sandbox that Start builds for spec (normalized),
+// holding the engine's home it takes as Spec.Home.
+func (e *Linux) newSandbox(spec Spec) *Sandbox {
+	sb := &Sandbox{ID: spec.ID, spec: spec, log: e.cfg.Log.With("sandbox", spec.ID), audit: e.cfg.Audit,
+		started: time.Now(), stopCh: make(chan struct{}), detachCh: make(chan struct{}), logGate: throttle.New(logRate),
+		quietEgress: e.cfg.QuietEgress, adoptable: e.cfg.Adoptable}
+	sb.home = e.takeHome(spec.Home)
+	return sb
+}
+
+// recordStart records the start request, sets up the watch on what no
+// mount protects in the read-write grants, and warns of unprotected paths.
+func (sb *Sandbox) recordStart() {
+	spec := &sb.spec
+	sb.record(Record{Event: "start", Argv: spec.Argv, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
+		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded, Unprotected: spec.Unprotect})
+	if len(spec.ReadWrite) > 0 {
+		sb.watch = newPlantWatch(spec.ReadWrite, spec.Unprotect)
+	}
+	if len(spec.Unprotect) > 0 {
+		sb.log.Warn("sandbox paths unprotected: the host may run what the command writes there", "unprotected", strings.Join(spec.Unprotect, ":"))
+	}
+}
+
+// initConfig returns init's configuration for sb, short of the identity
+// the command runs as (chooseIdentity), and the owners of the granted
+// paths, for the idmap. It refuses namespace layers a test knob made
+// unavailable, and paths that changed since they were resolved.
+func (e *Linux) initConfig(sb *Sandbox) (wire.Config, map[string][2]uint32, error) {
+	spec := &sb.spec
+	cfg := wire.Config{
+		Version: wire.Version, ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
+		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
+		NProc: uint64(spec.Limits.TasksMax), LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
+		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
+		Adoptable: e.cfg.Adoptable, WorkspaceSize: spec.WorkspaceSize, Masks: spec.Masks,
+	}
+	kept, dropped := FilterEnv(spec.Env)
+	cfg.Env = append(append(baseEnv(spec), spec.TrustedEnv...), kept...)
+	if len(dropped) > 0 {
+		sb.record(Record{Event: "env", Dropped: dropped})
+	}
+	if !spec.NoNetwork {
+		cfg.RelayPorts = append([]uint16{spec.Egress.ProxyPort}, spec.Egress.MCPPorts...)
+	}
+	for _, l := range []Layer{LayerNetNS, LayerMountNS, LayerPIDNS} {
+		if spec.Knobs.unavailable(l) {
+			return wire.Config{}, nil, &LayerError{Layer: l, Err: errors.New("unavailable (test knob)")}
+		}
+	}
+
+	ids, owners, err := checkGrants(spec)
+	if err != nil {
+		return wire.Config{}, nil, err
+	}
+	cfg.Identities = ids
+	if spec.Knobs.AfterCheck != nil {
+		spec.Knobs.AfterCheck()
+	}
+	return cfg, owners, nil
+}
+
+// chooseIdentity sets who the command runs as in cfg. As root, that is a
+// uid leased for sb, with the grants it does not own idmapped to it (owners
+// are their owners); otherwise the caller's own ids, in a user namespace.
+func (e *Linux) chooseIdentity(sb *Sandbox, cfg *wire.Config, owners map[string][2]uint32) error {
+	if !e.cfg.Privileged {
+		if sb.spec.Knobs.unavailable(LayerUserNS) {
+			return &LayerError{Layer: LayerUserNS, Err: errors.New("unavailable (test knob)")}
+		}
+		cfg.UID, cfg.GID, cfg.UserNS = os.Getuid(), os.Getgid(), true
+		return nil
+	}
+	var err error
+	sb.uid, err = e.uids.lease()
+	if err != nil {
+		return fmt.Errorf("sandbox uid: %w", err)
+	}
+	// The home needs no chown: init copies it into the sandbox's
+	// own tmpfs, owned by cfg.UID (mountHome).
+	cfg.UID, cfg.GID = sb.uid.uid, sb.uid.uid
+	return sb.idmapGrants(e.cfg.InitPath, cfg, owners)
+}
+
+// connectScope connects to systemd for sb's scope while the rest is
+// prepared and init starts; place takes the result from sb.pendingScope.
+func (e *Linux) connectScope(ctx context.Context, sb *Sandbox) {
+	sb.pendingScope = make(chan scopeResult, 1)
+	go func() {
+		p, err := e.scopePlacer(ctx)
+		if err != nil {
+			sb.pendingScope <- scopeResult{err: err}
+			return
+		}
+		sb.pendingScope <- scopeResult{placer: p.WithLimits(sb.childLimits())}
+	}()
+}
+
+// initLink is what Start opens to talk with init: the configuration and
+// status pipes, and init's ends of the sockets whose host ends the
+// Sandbox keeps (sb.egress, sb.life, the exec channel).
+type initLink struct {
+	cfgR, cfgW   *os.File // configuration (host → init), then wire.PlacedByte
+	statR, statW *os.File // status lines (init → host)
+	egressChild  *os.File // the egress control socket, or /dev/null without network
+	lifeChild    *os.File // the life socket (wire.LifeExit)
+	execChild    *os.File // the exec channel (Spec.Persistent), else nil
+}
+
+// openInitLink opens the pipes and sockets of an initLink, setting sb's
+// host ends of the egress and life sockets. On error, it closes the pipes
+// it made; sb.cleanup closes the host ends.
+func (sb *Sandbox) openInitLink() (_ *initLink, err error) {
+	l := &initLink{}
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
+	if l.cfgR, l.cfgW, err = os.Pipe(); err != nil {
 		return nil, fmt.Errorf("configuration pipe: %w", err)
 	}
-	defer cfgR.Close()
-	defer cfgW.Close()
-	statR, statW, err := os.Pipe()
-	if err != nil {
+	if l.statR, l.statW, err = os.Pipe(); err != nil {
 		return nil, fmt.Errorf("status pipe: %w", err)
 	}
-	defer statR.Close()
-	defer statW.Close()
-	var egressChild *os.File
-	if sb.egress, egressChild, err = egressSocket(spec.NoNetwork); err != nil {
+	if sb.egress, l.egressChild, err = egressSocket(sb.spec.NoNetwork); err != nil {
 		return nil, err
 	}
-	defer egressChild.Close()
-	var lifeChild *os.File
-	if sb.life, lifeChild, err = lifeSocket(); err != nil {
+	if sb.life, l.lifeChild, err = lifeSocket(); err != nil {
 		return nil, err
 	}
-	defer lifeChild.Close()
+	return l, nil
+}
 
-	cmd := initCommand(e.cfg.InitPath, &spec, &cfg)
+// closeChildEnds closes the ends Start passed to init once it has cloned.
+func (l *initLink) closeChildEnds() {
+	for _, f := range []*os.File{l.cfgR, l.statW, l.egressChild, l.lifeChild, l.execChild} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// close closes every file of l, last opened first (closing one again only
+// returns an error, ignored here). waitReady keeps a copy of statR.
+func (l *initLink) close() {
+	for _, f := range []*os.File{l.execChild, l.lifeChild, l.egressChild, l.statW, l.statR, l.cfgW, l.cfgR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// initCmd returns the command that clones init for sb, in its cgroup
+// directory when the engine made one, with link's child ends, the idmap
+// holders' namespaces and, with Spec.Persistent, the exec channel (opened
+// here, into link) passed as extra files named in wire.FDsEnv.
+func (e *Linux) initCmd(sb *Sandbox, cfg *wire.Config, link *initLink) (*exec.Cmd, error) {
+	cmd := initCommand(e.cfg.InitPath, &sb.spec, cfg)
 	if sb.group != nil {
 		if err := sb.group.Prepare(cmd); err != nil {
 			return nil, &LayerError{Layer: LayerCgroup, Err: err}
 		}
 	}
-	files := []*os.File{cfgR, statW, egressChild, lifeChild}
+	files := []*os.File{link.cfgR, link.statW, link.egressChild, link.lifeChild}
 	for _, m := range sb.idmaps {
 		files = append(files, m.fd)
 	}
-	if spec.Persistent {
+	if sb.spec.Persistent {
 		execChild, err := sb.openExec()
 		if err != nil {
 			return nil, err
 		}
-		defer execChild.Close()
+		link.execChild = execChild
 		files = append(files, execChild) // last: init finds it there
 	}
 	fds := make([]string, len(files))
@@ -238,50 +351,30 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
 	cmd.Env = append(cmd.Env, wire.FDsEnv+"="+strings.Join(fds, ","))
+	return cmd, nil
+}
 
-	if err := cmd.Start(); err != nil {
-		return nil, namespaceError(err, cfg.UserNS)
-	}
-	tClone := time.Since(sb.started)
-	sb.cmd, sb.pid = cmd, cmd.Process.Pid
-	cfgR.Close()
-	statW.Close()
-	egressChild.Close()
-	lifeChild.Close()
-	if spec.Persistent {
-		files[len(files)-1].Close() // init holds it now
-	}
-	// Init builds the sandbox while we place it in its cgroup; it forks
-	// the command only after wire.PlacedByte.
-	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
-		return nil, fmt.Errorf("send sandbox configuration: %w", err)
-	}
-	if err := sb.place(ctx, root, scope, cmd.Process.Pid); err != nil {
-		return nil, err
-	}
-	tPlaced := time.Since(sb.started)
-
-	// The host side of egress runs before init can relay anything.
-	if !spec.NoNetwork {
+// release lets init, placed in its cgroup, fork the command: the host side
+// of egress starts first, since init relays as soon as it is released. It
+// returns once the command started, the idmap holders gone.
+func (e *Linux) release(ctx context.Context, sb *Sandbox, link *initLink) error {
+	if !sb.spec.NoNetwork {
 		sb.startProxy(ctx, e.cfg.Resolver, e.hostAddrs(sb.log.With("part", "egress")))
 	}
-
-	if _, err := cfgW.Write([]byte{wire.PlacedByte}); err != nil {
-		return nil, fmt.Errorf("release sandbox init: %w", err)
+	if _, err := link.cfgW.Write([]byte{wire.PlacedByte}); err != nil {
+		return fmt.Errorf("release sandbox init: %w", err)
 	}
-	cfgW.Close()
-	if err := sb.waitReady(ctx, statR); err != nil {
-		return nil, err
+	link.cfgW.Close()
+	if err := sb.waitReady(ctx, link.statR); err != nil {
+		return err
 	}
-	if spec.Persistent {
+	if sb.spec.Persistent {
 		go sb.readExecReplies()
 	}
 	// The idmapped mounts are made: they keep their user namespaces,
 	// and the holders can go.
 	sb.closeIDMaps()
-	log.Debug("sandbox started", "prepare", tPrep, "cgroup", tGroup-tPrep, "clone", tClone-tGroup,
-		"place", tPlaced-tClone, "ready", time.Since(sb.started)-tPlaced, "total", time.Since(sb.started))
-	return sb, nil
+	return nil
 }
 
 // lifeSocket makes the life socket (wire.LifeExit): the host's end, and
@@ -443,7 +536,7 @@ func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver, loc
 func (sb *Sandbox) waitReady(ctx context.Context, statR *os.File) error {
 	done := make(chan error, 1)
 	// The repository guard writes on after the command started: read
-	// until the end (newrepo_linux.go).
+	// until the end (repoguard_linux.go).
 	statR, sb.statusDone = keepStatus(statR)
 	sb.status = statR
 	go func() {

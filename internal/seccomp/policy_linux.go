@@ -214,182 +214,61 @@ func (a *archInfo) resolve(names []string) ([]uint32, error) {
 	return nrs, nil
 }
 
-// build assembles the filter for arch.
+// build assembles the filter for arch, its layers in the order of the
+// package documentation's policy (the emitters are in rules_linux.go),
+// then the argument rules' blocks and the verdicts they all jump to.
 func build(arch *archInfo) ([]bpf.Instruction, error) {
-	enosys, err := arch.resolve(enosysSyscalls[:])
+	nrs, err := resolvePolicy(arch)
 	if err != nil {
 		return nil, err
 	}
+	f := newFilterBuilder()
+	f.foreignABIs(arch)                    // 1. foreign ABIs die
+	f.unconditional(nrs)                   // 2. ENOSYS and 3. EPERM by number
+	blocks := f.dispatch(nrs.arg)          // 4. argument rules, by number
+	f.emit(bpf.RetConstant{Val: retAllow}) // 5. everything else
+	f.argRules(blocks)                     // 4. the argument rules' blocks
+	f.verdicts()
+
+	prog, err := f.assemble()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: assemble %s filter: %w", arch.name, err)
+	}
+	return prog, nil
+}
+
+// policyNumbers are the policy's syscalls as arch numbers them.
+type policyNumbers struct {
+	enosys []uint32          // enosysSyscalls present on the architecture
+	eperm  []uint32          // epermSyscalls present on the architecture
+	arg    map[string]uint32 // argSyscalls present, by name
+}
+
+// resolvePolicy numbers the policy's syscalls for arch. A mode rule's
+// syscall may be missing (a legacy call the architecture never had); any
+// other argument rule's syscall must exist.
+func resolvePolicy(arch *archInfo) (policyNumbers, error) {
+	enosys, err := arch.resolve(enosysSyscalls[:])
+	if err != nil {
+		return policyNumbers{}, err
+	}
 	eperm, err := arch.resolve(epermSyscalls[:])
 	if err != nil {
-		return nil, err
+		return policyNumbers{}, err
 	}
 	argNrs := make(map[string]uint32, len(argSyscalls))
 	for _, name := range argSyscalls {
 		nr, ok, err := arch.lookup(name)
 		if err != nil {
-			return nil, err
+			return policyNumbers{}, err
 		}
 		if !ok {
 			if _, isMode := modeArg[name]; isMode {
 				continue // a legacy call this architecture does not have
 			}
-			return nil, fmt.Errorf("seccomp: %s has no %s syscall", arch.name, name)
+			return policyNumbers{}, fmt.Errorf("seccomp: %s has no %s syscall", arch.name, name)
 		}
 		argNrs[name] = nr
 	}
-
-	a := newAssembler()
-	allow, deny, nosys, kill := a.newLabel(), a.newLabel(), a.newLabel(), a.newLabel()
-
-	// 1. Foreign ABIs die: i386 (int 0x80) and x32 on x86_64, aarch32 on
-	// aarch64. Their syscall numbers mean other things, so no rule below
-	// would apply to them.
-	a.emit(bpf.LoadAbsolute{Off: offArch, Size: 4})
-	a.jumpIf(bpf.JumpEqual, arch.auditArch, next, kill)
-	a.emit(bpf.LoadAbsolute{Off: offNr, Size: 4})
-	if arch.x32 {
-		a.jumpIf(bpf.JumpGreaterOrEqual, x32SyscallBit, kill, next)
-	}
-
-	// 2. and 3. Unconditional verdicts.
-	for _, nr := range enosys {
-		a.jumpIf(bpf.JumpEqual, nr, nosys, next)
-	}
-	for _, nr := range eperm {
-		a.jumpIf(bpf.JumpEqual, nr, deny, next)
-	}
-
-	// 4. Argument rules: dispatch on the number, then one block each.
-	blocks := make(map[string]label, len(argSyscalls))
-	for _, name := range argSyscalls {
-		if _, ok := argNrs[name]; !ok {
-			continue
-		}
-		blocks[name] = a.newLabel()
-		a.jumpIf(bpf.JumpEqual, argNrs[name], blocks[name], next)
-	}
-	// 5. Everything else.
-	a.emit(bpf.RetConstant{Val: retAllow})
-
-	// Every argument compared below is a 32-bit int in the kernel's
-	// prototype (clone's flags are truncated with lower_32_bits), so only
-	// the low word is loaded: the kernel ignores the high word, and a
-	// filter that compared it would let 0x5412|1<<32 through as TIOCSTI.
-
-	// clone(flags, …): no new namespaces.
-	a.bind(blocks["clone"])
-	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-	a.jumpIf(bpf.JumpBitsSet, cloneNamespaceFlags, deny, allow)
-
-	// ioctl(fd, cmd, …): no terminal input injection or console takeover.
-	a.bind(blocks["ioctl"])
-	a.emit(bpf.LoadAbsolute{Off: argLow(1), Size: 4})
-	for _, cmd := range []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCCONS} {
-		a.jumpIf(bpf.JumpEqual, cmd, deny, next)
-	}
-	a.jump(allow)
-
-	// socket(domain, type, protocol): TCP and UDP over IPv4 and IPv6.
-	a.bind(blocks["socket"])
-	inet := a.newLabel()
-	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-	a.jumpIf(bpf.JumpEqual, unix.AF_INET, inet, next)
-	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, inet, next)
-	a.jump(deny)
-	a.bind(inet)
-	inetProto := a.newLabel()
-	a.emit(bpf.LoadAbsolute{Off: argLow(1), Size: 4})
-	a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask})
-	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, inetProto, next)
-	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, inetProto, deny)
-	// protocol: the default, TCP, UDP or ICMP (ping sockets); not SCTP,
-	// DCCP, UDP-Lite… whose first use would load a kernel module.
-	a.bind(inetProto)
-	a.emit(bpf.LoadAbsolute{Off: argLow(2), Size: 4})
-	for _, p := range []uint32{0, unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_ICMP, unix.IPPROTO_ICMPV6} {
-		a.jumpIf(bpf.JumpEqual, p, allow, next)
-	}
-	a.jump(deny)
-
-	// socketpair(domain, …): AF_UNIX only.
-	a.bind(blocks["socketpair"])
-	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, allow, deny)
-
-	// kill(pid, sig): not every process at once, and not the sandbox's
-	// init (PID 1 of its PID namespace), which relays its egress.
-	a.bind(blocks["kill"])
-	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-	a.jumpIf(bpf.JumpEqual, killAll, deny, next)
-	a.jumpIf(bpf.JumpEqual, sandboxInit, deny, allow)
-
-	// tkill(tid, …), tgkill(tgid, …), rt_sigqueueinfo(tgid, …),
-	// rt_tgsigqueueinfo(tgid, …): no signal to the sandbox's init either.
-	for _, name := range []string{"tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"} {
-		a.bind(blocks[name])
-		a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-		a.jumpIf(bpf.JumpEqual, sandboxInit, deny, allow)
-	}
-
-	// prlimit64(pid, …): not the sandbox's init (it would starve its
-	// relay of descriptors).
-	a.bind(blocks["prlimit64"])
-	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-	a.jumpIf(bpf.JumpEqual, sandboxInit, deny, allow)
-
-	// fcntl(fd, cmd, arg): no F_SETOWN to init or its process group, which
-	// would let a descriptor's I/O signals hit init; F_SETOWN_EX passes its
-	// target in a struct, so it is refused altogether.
-	a.bind(blocks["fcntl"])
-	setown := a.newLabel()
-	a.emit(bpf.LoadAbsolute{Off: argLow(1), Size: 4})
-	a.jumpIf(bpf.JumpEqual, unix.F_SETOWN_EX, deny, next)
-	a.jumpIf(bpf.JumpEqual, unix.F_SETOWN, setown, allow)
-	a.bind(setown)
-	a.emit(bpf.LoadAbsolute{Off: argLow(2), Size: 4})
-	a.jumpIf(bpf.JumpEqual, sandboxInit, deny, next)
-	a.jumpIf(bpf.JumpEqual, killAll, deny, allow) // -1: process group 1
-
-	// chmod and file creation: no setuid or setgid bit (see modeArg).
-	for _, name := range argSyscalls {
-		i, isMode := modeArg[name]
-		if _, present := argNrs[name]; !isMode || !present {
-			continue
-		}
-		a.bind(blocks[name])
-		a.emit(bpf.LoadAbsolute{Off: argLow(i), Size: 4})
-		a.jumpIf(bpf.JumpBitsSet, unix.S_ISUID|unix.S_ISGID, deny, allow)
-	}
-
-	// personality(persona): query or plain PER_LINUX only.
-	a.bind(blocks["personality"])
-	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-	a.jumpIf(bpf.JumpEqual, personalityLinux, allow, next)
-	a.jumpIf(bpf.JumpEqual, personalityQuery, allow, deny)
-
-	// execveat(dirfd, path, argv, envp, flags): no exec of an open fd.
-	a.bind(blocks["execveat"])
-	a.emit(bpf.LoadAbsolute{Off: argLow(4), Size: 4})
-	a.jumpIf(bpf.JumpBitsSet, unix.AT_EMPTY_PATH, deny, allow)
-
-	// prctl(option, …): no rewriting of the memory map's descriptors.
-	a.bind(blocks["prctl"])
-	a.emit(bpf.LoadAbsolute{Off: argLow(0), Size: 4})
-	a.jumpIf(bpf.JumpEqual, unix.PR_SET_MM, deny, allow)
-
-	a.bind(allow)
-	a.emit(bpf.RetConstant{Val: retAllow})
-	a.bind(deny)
-	a.emit(bpf.RetConstant{Val: retEPERM})
-	a.bind(nosys)
-	a.emit(bpf.RetConstant{Val: retENOSYS})
-	a.bind(kill)
-	a.emit(bpf.RetConstant{Val: retKill})
-
-	prog, err := a.assemble()
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: assemble %s filter: %w", arch.name, err)
-	}
-	return prog, nil
+	return policyNumbers{enosys: enosys, eperm: eperm, arg: argNrs}, nil
 }
