@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/soda-project/soda/internal/validate/cli"
+	"github.com/soda-project/soda/internal/validated"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+func main() { os.Exit(validated.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

@@ -265,9 +265,75 @@ func (w *Worker) Kind() *Kind { return w.kind }
 // returns the verdict. A refused request is a *RefusedError, a second call
 // while one runs ErrBusy, any call after a failed clean-up ErrPoisoned;
 // everything else is a Verdict (completed or not).
+//
+// Its phases: admission, the verdict's fixed part, the validator checked
+// against its digest, the spare sandbox taken, the sources written into
+// it, the validator's run and the verdict from its exit. Deferred, last
+// first: the sandbox's clean-up, the next spare's start, the verdict
+// sealed.
 func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
-	k := w.kind
-	if err := CheckFiles(k, files); err != nil {
+	release, err := w.admit(files)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	start := time.Now()
+	w.setCallStart(start)
+	defer w.setCallStart(time.Time{})
+	v := w.newVerdict(files)
+	defer w.seal(v, start)
+	if err := w.tool.check(); err != nil {
+		v.fail(StatusFailed, err.Error()+": the verdict would not be the attested validator's; restart the worker")
+		return v, nil
+	}
+
+	// The sandbox lives for this call, whatever the client does: its
+	// context is not the call's (a bare disconnect leaves the work
+	// supervised to its end; the deadline bounds it).
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.kind.Deadline+runMargin)
+	defer cancel()
+	// After this call's clean-up (defers run last first).
+	defer w.restartSpare()
+	box, err := w.takeSpare(ctx, runCtx)
+	if err != nil {
+		v.fail(StatusFailed, err.Error())
+		return v, nil
+	}
+	defer w.closeBox(box, v)
+	names, err := writeSources(runCtx, box, files)
+	if err != nil {
+		v.fail(StatusFailed, err.Error())
+		return v, nil
+	}
+	st, out, err := w.runValidator(ctx, runCtx, box, names)
+	switch {
+	case ctx.Err() != nil:
+		v.fail(StatusCancelled, "the call was cancelled: the validator was stopped")
+		return v, nil
+	case err != nil:
+		v.fail(StatusFailed, "the validator could not run: "+err.Error())
+		return v, nil
+	case st.TimedOut:
+		v.fail(StatusDeadline, fmt.Sprintf("the validator did not finish within %s", w.kind.Deadline))
+		return v, nil
+	}
+	w.judge(v, st, out)
+	return v, nil
+}
+
+// runMargin is how long past the kind's deadline a call's sandbox may
+// take to start and to run, and cleanupBound how long its clean-up may
+// take.
+const (
+	runMargin    = 30 * time.Second
+	cleanupBound = 30 * time.Second
+)
+
+// admit checks files and takes the worker for one call: a refused
+// request, a busy, poisoned or closed worker is the error. release gives
+// the worker back.
+func (w *Worker) admit(files []File) (release func(), err error) {
+	if err := CheckFiles(w.kind, files); err != nil {
 		return nil, err
 	}
 	select {
@@ -276,80 +342,93 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		w.metrics.Busy()
 		return nil, ErrBusy
 	}
-	defer func() { <-w.sem }()
+	release = func() { <-w.sem }
 	if err := w.refusal(); err != nil {
+		release()
 		return nil, err
 	}
-	start := time.Now()
-	w.setCallStart(start)
-	defer w.setCallStart(time.Time{})
+	return release, nil
+}
+
+// newVerdict is a call's verdict before the run: the kind, its limits,
+// the digests of the sources, the configuration and the validator, and
+// a clean clean-up until one fails.
+func (w *Worker) newVerdict(files []File) *Verdict {
+	k := w.kind
 	v := &Verdict{Kind: k.Name, Untrusted: true, Diagnostics: []Diagnostic{}, Cleanup: "clean",
 		Limits: Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUQuotaPercent: k.CPUPercent, DeadlineSeconds: int64(k.Deadline / time.Second),
 			TmpSize: k.TmpSize, HomeSize: k.HomeSize, Network: "none"}}
 	v.Digests.Sources, v.Digests.All = digests(files)
 	v.Digests.Config, v.Digests.Validator = k.Digest, w.tool.digest
 	v.Digests.ValidatorBinary, v.Digests.ValidatorTrees = w.tool.binarySum, w.tool.treeSums()
-	defer func() {
-		v.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-		v.Attestation = statement(v, k)
-		w.metrics.Done(v.Status, time.Since(start))
-	}()
-	if err := w.tool.check(); err != nil {
-		v.Status = StatusFailed
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: err.Error() + ": the verdict would not be the attested validator's; restart the worker"})
-		return v, nil
-	}
+	return v
+}
 
-	// The sandbox lives for this call, whatever the client does: its
-	// context is not the call's (a bare disconnect leaves the work
-	// supervised to its end; the deadline bounds it).
-	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.Deadline+30*time.Second)
-	defer cancel()
-	defer func() {
-		// After this call's clean-up (defers run last first); not while
-		// the one on its way has not come.
-		if w.refusal() == nil && !w.spareOut {
-			w.startSpare()
-		}
-	}()
-	// The spare may still be starting, or hang: wait for it no longer
-	// than the call (a cancellation, its deadline) or the run's bound.
-	// One that comes later is the next call's.
+// seal completes v once the call is over, its clean-up included: its
+// duration since start, its attestation, and the call's metrics.
+func (w *Worker) seal(v *Verdict, start time.Time) {
+	v.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	v.Attestation = statement(v, w.kind)
+	w.metrics.Done(v.Status, time.Since(start))
+}
+
+// fail ends v's call with status and one diagnostic that says why.
+func (v *Verdict) fail(status, why string) {
+	v.Status = status
+	v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: why})
+}
+
+// restartSpare starts the next call's sandbox after a call's clean-up,
+// unless the worker refuses work or the one on its way has not come yet.
+// The caller holds sem.
+func (w *Worker) restartSpare() {
+	if w.refusal() == nil && !w.spareOut {
+		w.startSpare()
+	}
+}
+
+// takeSpare takes the spare sandbox for this call. The spare may still
+// be starting, or hang: it waits no longer than the call (ctx: a
+// cancellation, its deadline) or the run's bound (runCtx); one that comes
+// later is the next call's. The error's text is the verdict's diagnostic.
+func (w *Worker) takeSpare(ctx, runCtx context.Context) (sandboxsession.Box, error) {
 	var sp spareBox
 	select {
 	case sp = <-w.spare:
 		w.spareOut = false
 	case <-ctx.Done():
-		v.Status = StatusFailed
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the call ended (%v) before its sandbox had started", context.Cause(ctx))})
-		return v, nil
+		return nil, fmt.Errorf("the call ended (%v) before its sandbox had started", context.Cause(ctx))
 	case <-runCtx.Done():
-		v.Status = StatusFailed
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("no sandbox started within %s", k.Deadline+30*time.Second)})
-		return v, nil
+		return nil, fmt.Errorf("no sandbox started within %s", w.kind.Deadline+runMargin)
 	}
-	box, err := sp.box, sp.err
+	if sp.err != nil {
+		return nil, fmt.Errorf("the sandbox could not start: %w", sp.err)
+	}
+	return sp.box, nil
+}
+
+// closeBox ends this call's sandbox and checks that nothing of it is
+// left; a failure is recorded in v and poisons the worker.
+func (w *Worker) closeBox(box sandboxsession.Box, v *Verdict) {
+	cctx, ccancel := context.WithTimeout(context.Background(), cleanupBound)
+	defer ccancel()
+	err := box.Close(cctx)
+	if err == nil && w.owner != nil {
+		// What the backend did not say: the sandbox's home must be
+		// gone from the owner directory (no other sandbox exists
+		// now: the next spare starts after this).
+		err = w.owner.CheckSettled()
+	}
 	if err != nil {
-		v.Status = StatusFailed
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the sandbox could not start: " + err.Error()})
-		return v, nil
+		v.Cleanup = "failed: " + err.Error()
+		w.log.Error("validation sandbox clean-up failed", "kind", w.kind.Name, "sandbox", box.ID(), "err", err)
+		w.poison(fmt.Sprintf("the clean-up of sandbox %s failed: %v", box.ID(), err))
 	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer ccancel()
-		err := box.Close(cctx)
-		if err == nil && w.owner != nil {
-			// What the backend did not say: the sandbox's home must be
-			// gone from the owner directory (no other sandbox exists
-			// now: the next spare starts after this).
-			err = w.owner.CheckSettled()
-		}
-		if err != nil {
-			v.Cleanup = "failed: " + err.Error()
-			w.log.Error("validation sandbox clean-up failed", "kind", k.Name, "sandbox", box.ID(), "err", err)
-			w.poison(fmt.Sprintf("the clean-up of sandbox %s failed: %v", box.ID(), err))
-		}
-	}()
+}
+
+// sourcesTar is files as a tar stream, their directories first, and
+// their paths in the order of files (the validator's arguments).
+func sourcesTar(files []File) (*bytes.Buffer, []string) {
 	var in bytes.Buffer
 	tw := tar.NewWriter(&in)
 	dirs := map[string]bool{}
@@ -373,18 +452,30 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		_, _ = tw.Write([]byte(f.Content))
 	}
 	_ = tw.Close()
+	return &in, names
+}
+
+// writeSources writes files into box's workspace and returns their paths
+// (the validator's arguments). The error's text is the verdict's
+// diagnostic.
+func writeSources(ctx context.Context, box sandboxsession.Box, files []File) ([]string, error) {
+	in, names := sourcesTar(files)
 	var tarErr bytes.Buffer
-	if st, err := box.Exec(runCtx, []string{"tar", "-x", "-f", "-", "-C", sandboxsession.Workspace}, sandboxsession.Workspace, &in, &bytes.Buffer{}, &tarErr, 30*time.Second); err != nil || st.Code != 0 {
-		v.Status = StatusFailed
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the sources could not be written into the sandbox: %v %s", err, strings.TrimSpace(tarErr.String()))})
-		return v, nil
+	if st, err := box.Exec(ctx, []string{"tar", "-x", "-f", "-", "-C", sandboxsession.Workspace}, sandboxsession.Workspace, in, &bytes.Buffer{}, &tarErr, 30*time.Second); err != nil || st.Code != 0 {
+		return nil, fmt.Errorf("the sources could not be written into the sandbox: %v %s", err, strings.TrimSpace(tarErr.String()))
 	}
-	argv := k.argv(names)
+	return names, nil
+}
+
+// runValidator runs the kind's validator on names in box, within the
+// kind's deadline, and returns its status and first 256 KiB of output.
+// An explicit cancellation of ctx (or the session's end) retires the
+// work: the validator is killed; the worker stays taken until its
+// sandbox is gone. A bare disconnect cancels nothing: the work runs to
+// its end, bounded by runCtx.
+func (w *Worker) runValidator(ctx, runCtx context.Context, box sandboxsession.Box, names []string) (sandboxsession.ExitStatus, string, error) {
 	var out limitedBuffer
 	out.max = 256 << 10
-	// An explicit cancellation (or the session's end) retires the work:
-	// the validator is killed; the worker stays taken until its sandbox
-	// is gone. A bare disconnect cancels nothing: the work runs to its end.
 	execCtx, stopExec := context.WithCancel(runCtx)
 	defer stopExec()
 	go func() {
@@ -394,24 +485,19 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		case <-execCtx.Done():
 		}
 	}()
-	st, err := box.Exec(execCtx, argv, sandboxsession.Workspace, nil, &out, &out, k.Deadline)
-	switch {
-	case ctx.Err() != nil:
-		v.Status = StatusCancelled
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the call was cancelled: the validator was stopped"})
-		return v, nil
-	case err != nil:
-		v.Status = StatusFailed
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: "the validator could not run: " + err.Error()})
-		return v, nil
-	case st.TimedOut:
-		v.Status = StatusDeadline
-		v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the validator did not finish within %s", k.Deadline)})
-		return v, nil
-	}
+	st, err := box.Exec(execCtx, w.kind.argv(names), sandboxsession.Workspace, nil, &out, &out, w.kind.Deadline)
+	return st, out.String(), err
+}
+
+// judge is the verdict of a validator that ran to its exit: its exit
+// code and diagnostics, and the status the kind's exit codes give it
+// (valid, invalid; malformed: invalid without diagnostics; crashed: an
+// exit code the kind does not name).
+func (w *Worker) judge(v *Verdict, st sandboxsession.ExitStatus, out string) {
+	k := w.kind
 	code := st.Code
 	v.ExitCode = &code
-	v.Diagnostics, v.DiagnosticsTruncated = parseDiagnostics(k.Output, out.String())
+	v.Diagnostics, v.DiagnosticsTruncated = parseDiagnostics(k.Output, out)
 	if v.Diagnostics == nil {
 		v.Diagnostics = []Diagnostic{}
 	}
@@ -421,7 +507,7 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		verdict = StatusValid
 	case slices.Contains(k.InvalidExit, code) && len(v.Diagnostics) == 0:
 		v.Status = StatusMalformed
-		return v, nil
+		return
 	case slices.Contains(k.InvalidExit, code):
 		verdict = StatusInvalid
 	default:
@@ -429,10 +515,9 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 		if st.MemoryKills > 0 || st.TasksRefused > 0 {
 			v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: fmt.Sprintf("the sandbox's limits struck: %d processes killed by the memory limit, %d forks refused", st.MemoryKills, st.TasksRefused)})
 		}
-		return v, nil
+		return
 	}
 	v.Completed, v.Verdict, v.Status = true, &verdict, verdict
-	return v, nil
 }
 
 // limitedBuffer keeps the first max bytes written to it.

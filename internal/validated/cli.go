@@ -1,6 +1,14 @@
-// Package cli is soda-validated's command line: flags, the engine, the
-// worker and the transport.
-package cli
+// Package validated is the soda-validated daemon, the front of the
+// worker: its command line, the sandbox engine and owner record it hands
+// the worker, readiness, the watchdog and metrics, and the transport of
+// the one MCP tool, validate: stdio, or Streamable HTTP (bearer token) on
+// systemd's socket or a loopback --listen address.
+//
+// It decides nothing about a validation itself: internal/validate, the
+// worker, checks a request, runs the kind's validator in a closed-network
+// sandbox and writes the verdict; this package starts that worker and
+// carries its calls and answers.
+package validated
 
 import (
 	"context"

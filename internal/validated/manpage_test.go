@@ -1,4 +1,4 @@
-package cli
+package validated
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // and the ones the OPTIONS of soda-validated(8) document, and the other
 // way round.
 func TestManPageFlags(t *testing.T) {
-	man, err := os.ReadFile("../../../man/soda-validated.8.md")
+	man, err := os.ReadFile("../../man/soda-validated.8.md")
 	if err != nil {
 		t.Fatal(err)
 	}
