@@ -114,7 +114,8 @@ FUZZ := \
 	./internal/sandboxsession:FuzzSnapshot \
 	./internal/agentmcp:FuzzParse \
 	./internal/clientconfig:FuzzAgentFiles \
-	./internal/serverconf:FuzzParseOptions
+	./internal/serverconf:FuzzParseOptions \
+	./internal/llmgateway:FuzzMeter
 fuzz:
 	@failed=; for t in $(FUZZ); do pkg=$${t%%:*} name=$${t##*:}; \
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
