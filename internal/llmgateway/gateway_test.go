@@ -240,7 +240,7 @@ func TestGatewayOpenAI(t *testing.T) {
 	}
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer sk-openai-real" {
-			http.Error(w, "bad key", 401)
+			http.Error(w, "bad key", http.StatusUnauthorized)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
