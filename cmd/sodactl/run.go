@@ -53,8 +53,8 @@ Options:
                            on the system bus
   --direct                 build the sandbox in sodactl even if sodad runs
                            (needed for --unprotect, --audit-json,
-                           --audit-json-max, --allow-degraded, --config-dir
-                           and --token-file)
+                           --audit-json-max, --allow-degraded, --config-dir,
+                           --token-file and --llm)
   --mcp NAME[,NAME...]     grant the MCP server soda-mcp@NAME (repeatable)
   --mcp-config FILE        the agent's own MCP configuration (Claude Code's
                            .mcp.json, Codex's config.toml, OpenCode's
@@ -67,6 +67,21 @@ Options:
                            health check: skipped instead (repeatable)
   --mcp-inside NAME        run this stdio server of --mcp-config inside
                            the sandbox instead, with its env (repeatable)
+  --llm PROVIDER[=URL]     reach PROVIDER's model API (anthropic, openai,
+                           openrouter) through a gateway on the host: the
+                           sandbox gets the gateway's URL and a placeholder
+                           key in the provider's variables (e.g.
+                           ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY); the
+                           gateway refuses any other key, adds the real
+                           one (from sodactl's environment) and forwards
+                           to the provider, or to URL (https; http only on
+                           loopback) (repeatable; needs no --allow)
+  --llm-key PROVIDER=FILE  take PROVIDER's real key from FILE (a systemd
+                           credential, say) instead of its variable
+  --upstream-ca FILE       trust the CA certificates in FILE (PEM) too for
+                           the gateway's upstreams (repeatable)
+  --llm-budget TOKENS      refuse model requests once the run's have used
+                           TOKENS tokens (input, output and cache)
   --allow HOST:PORT[,...]  grant HOST:PORT through the proxy; *.example.com:443
                            grants every subdomain (repeatable)
   --allow-private HOST:PORT
@@ -162,7 +177,9 @@ type runOptions struct {
 	profile                   string // sodad's profile
 	mcpConfig                 string // the agent's own MCP configuration
 	mcpInside, mcpOptional    listFlag
-	direct                    bool // build the sandbox in sodactl, not sodad
+	direct                    bool       // build the sandbox in sodactl, not sodad
+	llm, llmKey, upstreamCA   repeatFlag // the model gateway
+	llmBudget                 string
 }
 
 // flagSet returns the flags of "sodactl run", bound to ro and, for the
@@ -196,6 +213,10 @@ func (ro *runOptions) flagSet(opts *options) *flag.FlagSet {
 	fs.BoolVar(&ro.verbose, "v", false, "")
 	fs.StringVar(&ro.profile, "profile", "", "")
 	fs.BoolVar(&ro.direct, "direct", false, "")
+	fs.Var(&ro.llm, "llm", "")
+	fs.Var(&ro.llmKey, "llm-key", "")
+	fs.Var(&ro.upstreamCA, "upstream-ca", "")
+	fs.StringVar(&ro.llmBudget, "llm-budget", "", "")
 	return fs
 }
 
@@ -225,6 +246,10 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	if err != nil {
 		return exitSandbox, err
 	}
+	llm, err := loadLLM(&ro, os.LookupEnv)
+	if err != nil {
+		return exitSandbox, err
+	}
 	if ro.profile != "" {
 		if err := serverconf.ValidName(ro.profile); err != nil {
 			return exitSandbox, usagef("sodactl run", "--profile: %v", err)
@@ -237,16 +262,20 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	if client != nil {
+		if llm != nil {
+			client.Close()
+			return exitSandbox, usagef("sodactl run", "--llm is not available through sodad yet (--profile %s); add --direct to run the gateway in sodactl", ro.profile)
+		}
 		return runViaSodad(ctx, client, opts, &ro, spec, perrunConfig, stdout, stderr, log)
 	}
-	return runDirect(ctx, opts, &ro, spec, perrunConfig, stderr, log)
+	return runDirect(ctx, opts, &ro, spec, perrunConfig, llm, stderr, log)
 }
 
 // runDirect builds the sandbox in sodactl: the granted servers and the
 // agent's own (--mcp-config, on the host for this run) go into the
 // recipe (agentrun) with the command line's sandbox, in a private home
 // that is removed once the command has ended.
-func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.Spec, pc *perRunConfig, stderr io.Writer, log *slog.Logger) (int, error) {
+func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.Spec, pc *perRunConfig, lc *llmConfig, stderr io.Writer, log *slog.Logger) (int, error) {
 	servers, err := mcpGrants(opts, ro.mcp)
 	if err != nil {
 		return exitSandbox, err
@@ -257,6 +286,12 @@ func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.
 	}
 	defer perrun.close()
 	perrun.apply(&spec)
+	llm, err := lc.start(log)
+	if err != nil {
+		return exitSandbox, err
+	}
+	defer llm.close(stderr)
+	llm.apply(&spec)
 
 	homes, err := workhome.Open(workhome.StateDir(os.Geteuid(), os.Getenv), os.Geteuid())
 	if err != nil {
@@ -272,13 +307,13 @@ func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.
 			log.Warn("remove sandbox home", "home", home.Path(), "err", err)
 		}
 	}()
-	return runSandbox(ctx, ro, spec, perrun, stderr, log)
+	return runSandbox(ctx, ro, spec, perrun, llm, stderr, log)
 }
 
 // runSandbox starts spec in an engine of sodactl's own, with the run's
 // audit trail, the caller's terminal and signals passed on, and waits for
 // the command; what killed runs left is swept meanwhile.
-func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *perRun, stderr io.Writer, log *slog.Logger) (int, error) {
+func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *perRun, llm *llmGateway, stderr io.Writer, log *slog.Logger) (int, error) {
 	audit, err := auditSink(ro.auditJSON, ro.auditMax, slices.Concat(spec.ReadWrite, spec.ReadOnly))
 	if err != nil {
 		return exitSandbox, err
@@ -341,6 +376,7 @@ func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *
 		return exitSandbox, err
 	}
 	sbID = sb.ID
+	llm.attach(sb)
 	go func() {
 		for s := range sigs {
 			_ = sb.Signal(s.(syscall.Signal))

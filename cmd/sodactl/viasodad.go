@@ -88,6 +88,7 @@ func (ro *runOptions) directOnly(opts *options) []string {
 		{"--allow-degraded", ro.degraded != ""},
 		{"--token-file", opts.tokenFile != ""},
 		{"--config-dir", opts.configDir != serverconf.DefaultDir},
+		{"--llm", len(ro.llm) > 0},
 	} {
 		if o.set {
 			used = append(used, o.name)

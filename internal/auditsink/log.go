@@ -108,6 +108,20 @@ func logEntry(r sandbox.Record) (lvl slog.Level, msg string, attrs []any, ok boo
 		if e.Decision != "allow" {
 			lvl = slog.LevelWarn
 		}
+	case "llm":
+		if r.LLM == nil {
+			return lvl, msg, nil, false
+		}
+		e := r.LLM
+		msg = "sandbox model request"
+		attrs = append(attrs, "provider", e.Provider, "method", e.Method, "path", e.Path, "status", e.Status,
+			"bytes_up", e.BytesUp, "bytes_down", e.BytesDown, "duration_ms", e.DurationMS,
+			"input_tokens", e.Usage.Input, "output_tokens", e.Usage.Output,
+			"cache_read_tokens", e.Usage.CacheRead, "cache_write_tokens", e.Usage.CacheWrite)
+		if e.Refused != "" || e.UpstreamError != "" {
+			lvl = slog.LevelWarn
+			attrs = append(attrs, "refused", e.Refused, "upstream_error", e.UpstreamError)
+		}
 	case "grant", "revoke":
 		msg = "sandbox egress " + r.Event
 		attrs = append(attrs, "grants", strings.Join(r.Grants, ","), "by", r.By, "detail", r.Detail)
@@ -145,6 +159,7 @@ var auditEvents = map[string]logevent.Event{
 	"layer":     logevent.SandboxLayer,
 	"env":       logevent.SandboxLayer,
 	"egress":    logevent.SandboxEgress,
+	"llm":       logevent.SandboxEgress,
 	"grant":     logevent.SandboxEgress,
 	"revoke":    logevent.SandboxEgress,
 	"refused":   logevent.SandboxRefused,

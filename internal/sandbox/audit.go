@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/llmgateway"
 )
 
 // Record is one entry of a sandbox's audit trail: its start with what was
@@ -16,7 +17,8 @@ type Record struct {
 	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Sandbox string    `json:"sandbox"`
-	// Event is start, layer, env, ready, egress, refused (the sandbox did
+	// Event is start, layer, env, ready, egress, llm (a request through
+	// the model gateway: LLM has it), refused (the sandbox did
 	// not start, or, during the run, the repository guard undid what the
 	// agent planted in a repository it made: Detail says what),
 	// protected (the guard protected a repository made during the run:
@@ -44,8 +46,11 @@ type Record struct {
 	Dropped     []EnvDrop     `json:"env_dropped,omitempty"`
 	Pid         int           `json:"pid,omitempty"`
 	Egress      *egress.Event `json:"egress,omitempty"`
-	Exit        *ExitStatus   `json:"exit,omitempty"`
-	DurationMS  float64       `json:"duration_ms,omitempty"`
+	// LLM is a request through the run's model gateway (Event llm):
+	// provider, method, path, status, bytes, tokens; never a key.
+	LLM        *llmgateway.Event `json:"llm,omitempty"`
+	Exit       *ExitStatus       `json:"exit,omitempty"`
+	DurationMS float64           `json:"duration_ms,omitempty"`
 	// By is who asked for a grant or revoke.
 	By string `json:"by,omitempty"`
 }

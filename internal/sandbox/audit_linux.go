@@ -4,7 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/soda-project/soda/internal/llmgateway"
 )
+
+// RecordModel adds a request through the run's model gateway to the
+// sandbox's audit trail.
+func (sb *Sandbox) RecordModel(ev llmgateway.Event) {
+	sb.record(Record{Event: "llm", LLM: &ev})
+}
 
 func (sb *Sandbox) record(r Record) {
 	r.Seq = sb.seq.Add(1)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/llmgateway"
 )
 
 // errNeedLinux is what every function that would build, adopt or reach a
@@ -58,6 +59,10 @@ func (sb *Sandbox) Handover() (HandoverState, map[string]*os.File, error) {
 
 // Detach lets go of a sandbox that was handed over.
 func (sb *Sandbox) Detach() {}
+
+// RecordModel adds a request through the run's model gateway to the
+// sandbox's audit trail.
+func (sb *Sandbox) RecordModel(ev llmgateway.Event) {}
 
 // SetEgress changes what the running sandbox may reach; not on this
 // system.
