@@ -37,7 +37,7 @@ func loadLLM(ro *runOptions, lookup func(string) (string, bool)) (*llmConfig, er
 		for _, o := range []struct {
 			name string
 			set  bool
-		}{{"--llm-key", len(ro.llmKey) > 0}, {"--upstream-ca", len(ro.upstreamCA) > 0}, {"--llm-budget", ro.llmBudget != ""}} {
+		}{{"--llm-key", len(ro.llmKey) > 0}, {"--llm-budget", ro.llmBudget != ""}} {
 			if o.set {
 				return nil, usagef("sodactl run", "%s goes with --llm PROVIDER", o.name)
 			}
@@ -56,6 +56,7 @@ func loadLLM(ro *runOptions, lookup func(string) (string, bool)) (*llmConfig, er
 		keyFiles[name] = file
 	}
 	lc := &llmConfig{}
+	var err error
 	for _, spec := range ro.llm {
 		name, upstream, _ := strings.Cut(spec, "=")
 		p, err := llmgateway.Lookup(name)
@@ -83,21 +84,8 @@ func loadLLM(ro *runOptions, lookup func(string) (string, bool)) (*llmConfig, er
 	if err := lc.checkEnv(ro.env, lookup); err != nil {
 		return nil, err
 	}
-	if len(ro.upstreamCA) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		for _, f := range ro.upstreamCA {
-			pem, err := os.ReadFile(f)
-			if err != nil {
-				return nil, fmt.Errorf("--upstream-ca: %w", err)
-			}
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--upstream-ca %s: no PEM certificate in it", f)
-			}
-		}
-		lc.roots = pool
+	if lc.roots, err = upstreamRoots(ro); err != nil {
+		return nil, err
 	}
 	if ro.llmBudget != "" {
 		n, err := strconv.ParseInt(ro.llmBudget, 10, 64)
@@ -107,6 +95,31 @@ func loadLLM(ro *runOptions, lookup func(string) (string, bool)) (*llmConfig, er
 		lc.budget = n
 	}
 	return lc, nil
+}
+
+// upstreamRoots is the CAs upstreams are checked against: the system's
+// and --upstream-ca's (nil: the system's alone).
+func upstreamRoots(ro *runOptions) (*x509.CertPool, error) {
+	if len(ro.upstreamCA) == 0 {
+		return nil, nil
+	}
+	if len(ro.llm)+len(ro.secret)+len(ro.allowHTTP) == 0 {
+		return nil, usagef("sodactl run", "--upstream-ca goes with --llm, --secret or --allow-http")
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	for _, f := range ro.upstreamCA {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--upstream-ca: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--upstream-ca %s: no PEM certificate in it", f)
+		}
+	}
+	return pool, nil
 }
 
 // llmKey is p's real key: from file, else from p's variable.

@@ -54,7 +54,7 @@ Options:
   --direct                 build the sandbox in sodactl even if sodad runs
                            (needed for --unprotect, --audit-json,
                            --audit-json-max, --allow-degraded, --config-dir,
-                           --token-file and --llm)
+                           --token-file, --llm, --secret and --allow-http)
   --mcp NAME[,NAME...]     grant the MCP server soda-mcp@NAME (repeatable)
   --mcp-config FILE        the agent's own MCP configuration (Claude Code's
                            .mcp.json, Codex's config.toml, OpenCode's
@@ -79,9 +79,21 @@ Options:
   --llm-key PROVIDER=FILE  take PROVIDER's real key from FILE (a systemd
                            credential, say) instead of its variable
   --upstream-ca FILE       trust the CA certificates in FILE (PEM) too for
-                           the gateway's upstreams (repeatable)
+                           the upstreams of --llm, --secret and
+                           --allow-http (repeatable)
   --llm-budget TOKENS      refuse model requests once the run's have used
                            TOKENS tokens (input, output and cache)
+  --secret NAME@HOST:PORT[,HOST:PORT...]
+                           the sandbox's $NAME is a placeholder; the proxy
+                           terminates TLS to those hosts (the sandbox
+                           trusts a CA made for it) and puts the value of
+                           NAME in sodactl's environment in its place in
+                           request headers (NAME=FILE@...: the value in
+                           FILE); the hosts still need --allow (repeatable)
+  --allow-http 'METHOD[,METHOD...] HOST:PORT/PATH'
+                           on HOST:PORT (TLS terminated, still needs
+                           --allow) only requests with these methods (*:
+                           any) under PATH; others get 403 (repeatable)
   --allow HOST:PORT[,...]  grant HOST:PORT through the proxy; *.example.com:443
                            grants every subdomain (repeatable)
   --allow-private HOST:PORT
@@ -180,6 +192,7 @@ type runOptions struct {
 	direct                    bool       // build the sandbox in sodactl, not sodad
 	llm, llmKey, upstreamCA   repeatFlag // the model gateway
 	llmBudget                 string
+	secret, allowHTTP         repeatFlag // TLS terminated by the proxy
 }
 
 // flagSet returns the flags of "sodactl run", bound to ro and, for the
@@ -217,6 +230,8 @@ func (ro *runOptions) flagSet(opts *options) *flag.FlagSet {
 	fs.Var(&ro.llmKey, "llm-key", "")
 	fs.Var(&ro.upstreamCA, "upstream-ca", "")
 	fs.StringVar(&ro.llmBudget, "llm-budget", "", "")
+	fs.Var(&ro.secret, "secret", "")
+	fs.Var(&ro.allowHTTP, "allow-http", "")
 	return fs
 }
 
@@ -250,6 +265,17 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	if err != nil {
 		return exitSandbox, err
 	}
+	roots, err := upstreamRoots(&ro)
+	if err != nil {
+		return exitSandbox, err
+	}
+	term, err := loadTerminated(&ro, &spec, roots, os.LookupEnv)
+	if err != nil {
+		return exitSandbox, err
+	}
+	if err := term.apply(&spec); err != nil {
+		return exitSandbox, err
+	}
 	if ro.profile != "" {
 		if err := serverconf.ValidName(ro.profile); err != nil {
 			return exitSandbox, usagef("sodactl run", "--profile: %v", err)
@@ -262,9 +288,9 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	if client != nil {
-		if llm != nil {
+		if llm != nil || term != nil {
 			client.Close()
-			return exitSandbox, usagef("sodactl run", "--llm is not available through sodad yet (--profile %s); add --direct to run the gateway in sodactl", ro.profile)
+			return exitSandbox, usagef("sodactl run", "--llm, --secret and --allow-http are not available through sodad yet (--profile %s); add --direct", ro.profile)
 		}
 		return runViaSodad(ctx, client, opts, &ro, spec, perrunConfig, stdout, stderr, log)
 	}

@@ -89,6 +89,8 @@ func (ro *runOptions) directOnly(opts *options) []string {
 		{"--token-file", opts.tokenFile != ""},
 		{"--config-dir", opts.configDir != serverconf.DefaultDir},
 		{"--llm", len(ro.llm) > 0},
+		{"--secret", len(ro.secret) > 0},
+		{"--allow-http", len(ro.allowHTTP) > 0},
 	} {
 		if o.set {
 			used = append(used, o.name)

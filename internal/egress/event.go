@@ -17,6 +17,10 @@ const (
 	KindDNS = "dns"
 	// KindControl is a malformed control message.
 	KindControl = "control"
+	// KindHTTP is one HTTP request on a connection whose TLS the proxy
+	// terminated (a target with a secret or HTTP rule): Method, Path
+	// (never the query) and Status say which.
+	KindHTTP = "http"
 )
 
 // Event decisions.
@@ -52,6 +56,11 @@ type Event struct {
 	BytesDown int64 `json:"bytes_down"`
 	// DurationMS is how long the attempt took, in milliseconds.
 	DurationMS float64 `json:"duration_ms"`
+	// Method, Path (never the query) and Status describe a KindHTTP
+	// request.
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Status int    `json:"status,omitempty"`
 }
 
 // Resolver looks up the addresses of a host. *net.Resolver satisfies it.

@@ -193,6 +193,18 @@ func (pol *Policy) allows(host string, isIP bool, port uint16) (ok, private bool
 	return ok, private
 }
 
+// Covers reports whether a grant of pol covers target, an exact
+// normalised host:port (ParseExactTarget).
+func (pol *Policy) Covers(target string) bool {
+	g, err := ParseGrant(target, false)
+	if err != nil {
+		return false
+	}
+	_, ip, _ := normalizeHost(g.Host)
+	ok, _ := pol.allows(g.Host, ip.IsValid(), g.Port)
+	return ok
+}
+
 // proxyPort returns ProxyPort or its default.
 func (pol *Policy) proxyPort() uint16 {
 	if pol.ProxyPort == 0 {

@@ -66,6 +66,10 @@ type Proxy struct {
 	// Dial connects to a validated "IP:port"; nil means a net.Dialer.
 	// Tests may override it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Terminate, if set, terminates TLS for the targets with a secret or
+	// an HTTP rule (terminate_linux.go); every other target keeps an
+	// opaque tunnel.
+	Terminate *Terminator
 
 	active atomic.Int64 // connections being served
 
@@ -233,6 +237,10 @@ func (p *Proxy) serveConnect(ctx context.Context, c net.Conn, pol *Policy, ev *E
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
+	if p.Terminate.Terminates(ev.Target) {
+		p.serveTerminated(ctx, c, t, req, pending, ev)
+		return
+	}
 	p.relay(ctx, c, t, pending, ev)
 }
 

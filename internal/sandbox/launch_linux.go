@@ -521,6 +521,7 @@ func (sb *Sandbox) startProxy(ctx context.Context, resolver egress.Resolver, loc
 		Audit: func(ev egress.Event) { sb.record(Record{Event: "egress", Egress: &ev}) }}
 	// The host's own addresses (the engine's watch; nil: read per CONNECT).
 	sb.proxy.Local = local
+	sb.proxy.Terminate = sb.spec.Terminate
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	sb.cancelProxy = cancel
 	sb.proxyDone = make(chan struct{})

@@ -194,6 +194,12 @@ type Spec struct {
 	Masks []Mask
 	// Egress is what the sandbox may reach; see package egress.
 	Egress egress.Policy
+	// Terminate, if set, has the egress proxy terminate TLS for the
+	// targets with a secret or an HTTP rule (egress.Terminator); it holds
+	// the sandbox CA's key and the secrets, so it is never written
+	// anywhere. The caller makes the sandbox trust the CA (a Mask of the
+	// system bundle, TrustedEnv).
+	Terminate *egress.Terminator `json:"-"`
 	// NoNetwork closes the network: only loopback, with nothing listening
 	// on it (no relay, no DNS sink, no proxy on the host, no proxy
 	// variables in the environment). Egress must grant nothing.

@@ -1,14 +1,18 @@
-// Package llmtest runs the model gateway (sodactl run --llm) for real on
-// this host: the real Claude Code CLI in a real sandbox asks a loopback
+// Package keystest checks, for real on this host, that keys stay on the
+// host. With the model gateway (sodactl run --llm) the real Claude Code
+// CLI in a real sandbox asks a loopback
 // TLS server that speaks the Messages API (the test's own CA, which the
 // host side is told to trust with --upstream-ca), and the tests check
 // that the real key reached that server, that nothing inside the sandbox
 // ever held it, that a wrong key and a spent budget are refused there,
-// and that the audit trail has each request with its tokens.
+// and that the audit trail has each request with its tokens. With
+// --secret and --allow-http (secrets_test.go) curl, git and Python in the
+// sandbox reach loopback HTTPS servers through the proxy's TLS
+// termination, which puts the real values in place of the placeholders.
 //
 // It needs root (sodactl run's sandbox on this host, as test/hostbattery)
 // and npm to install the pinned Claude Code CLI (test/sandbox/claude-code).
-package llmtest
+package keystest
 
 import (
 	"bufio"
@@ -104,7 +108,7 @@ func setup(t *testing.T) *env {
 }
 
 // testCA makes a CA and a certificate for 127.0.0.1 signed by it.
-func testCA(t *testing.T) (certPEM, keyPEM, caPEM []byte) {
+func testCA(t *testing.T, ips ...string) (certPEM, keyPEM, caPEM []byte) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "soda test CA"},
@@ -120,6 +124,9 @@ func testCA(t *testing.T) (certPEM, keyPEM, caPEM []byte) {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		KeyUsage: x509.KeyUsageDigitalSignature}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
