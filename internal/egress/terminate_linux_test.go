@@ -325,6 +325,29 @@ func TestTerminateHostile(t *testing.T) {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 	})
+	t.Run("a placeholder split across header lines", func(t *testing.T) {
+		f := newTermFixture(t, true)
+		c := f.connect(t, "api.example.com:443")
+		tc, err := f.tlsTo(t, c, "api.example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := len(f.ghPH) / 2
+		fmt.Fprintf(tc, "GET /repos/soda HTTP/1.1\r\nHost: api.example.com\r\nX-Token: %s\r\n %s\r\n\r\n", f.ghPH[:half], f.ghPH[half:])
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, r := range f.got {
+			for k, v := range r.Header {
+				if strings.Contains(strings.Join(v, ""), ghReal) {
+					t.Fatalf("a folded placeholder became the secret in %s", k)
+				}
+			}
+		}
+	})
 	t.Run("pipelined requests are served in order", func(t *testing.T) {
 		f := newTermFixture(t, true)
 		c := f.connect(t, "api.example.com:443")
