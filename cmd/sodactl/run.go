@@ -19,6 +19,7 @@ import (
 	"github.com/soda-project/soda/internal/agentrun"
 	"github.com/soda-project/soda/internal/auditsink"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/hostkeys"
 	"github.com/soda-project/soda/internal/mcpgrant"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/serverconf"
@@ -261,19 +262,8 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	if err != nil {
 		return exitSandbox, err
 	}
-	llm, err := loadLLM(&ro, os.LookupEnv)
+	keys, err := loadKeys(&ro, os.LookupEnv)
 	if err != nil {
-		return exitSandbox, err
-	}
-	roots, err := upstreamRoots(&ro)
-	if err != nil {
-		return exitSandbox, err
-	}
-	term, err := loadTerminated(&ro, &spec, roots, os.LookupEnv)
-	if err != nil {
-		return exitSandbox, err
-	}
-	if err := term.apply(&spec); err != nil {
 		return exitSandbox, err
 	}
 	if ro.profile != "" {
@@ -288,20 +278,20 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	if client != nil {
-		if llm != nil || term != nil {
+		if keys != nil {
 			client.Close()
 			return exitSandbox, usagef("sodactl run", "--llm, --secret and --allow-http are not available through sodad yet (--profile %s); add --direct", ro.profile)
 		}
 		return runViaSodad(ctx, client, opts, &ro, spec, perrunConfig, stdout, stderr, log)
 	}
-	return runDirect(ctx, opts, &ro, spec, perrunConfig, llm, stderr, log)
+	return runDirect(ctx, opts, &ro, spec, perrunConfig, keys, stderr, log)
 }
 
 // runDirect builds the sandbox in sodactl: the granted servers and the
 // agent's own (--mcp-config, on the host for this run) go into the
 // recipe (agentrun) with the command line's sandbox, in a private home
 // that is removed once the command has ended.
-func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.Spec, pc *perRunConfig, lc *llmConfig, stderr io.Writer, log *slog.Logger) (int, error) {
+func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.Spec, pc *perRunConfig, kc *hostkeys.Config, stderr io.Writer, log *slog.Logger) (int, error) {
 	servers, err := mcpGrants(opts, ro.mcp)
 	if err != nil {
 		return exitSandbox, err
@@ -312,12 +302,17 @@ func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.
 	}
 	defer perrun.close()
 	perrun.apply(&spec)
-	llm, err := lc.start(log)
+	keys, err := keysFor(kc, &spec, log)
 	if err != nil {
 		return exitSandbox, err
 	}
-	defer llm.close(stderr)
-	llm.apply(&spec)
+	defer keys.Close()
+	if kc != nil && len(kc.LLM) > 0 {
+		defer func() {
+			u := keys.Usage()
+			fmt.Fprintf(stderr, "sodactl: model usage: %d input, %d output tokens (%d cache read, %d cache write)\n", u.Input, u.Output, u.CacheRead, u.CacheWrite)
+		}()
+	}
 
 	homes, err := workhome.Open(workhome.StateDir(os.Geteuid(), os.Getenv), os.Geteuid())
 	if err != nil {
@@ -333,13 +328,13 @@ func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.
 			log.Warn("remove sandbox home", "home", home.Path(), "err", err)
 		}
 	}()
-	return runSandbox(ctx, ro, spec, perrun, llm, stderr, log)
+	return runSandbox(ctx, ro, spec, perrun, keys, stderr, log)
 }
 
 // runSandbox starts spec in an engine of sodactl's own, with the run's
 // audit trail, the caller's terminal and signals passed on, and waits for
 // the command; what killed runs left is swept meanwhile.
-func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *perRun, llm *llmGateway, stderr io.Writer, log *slog.Logger) (int, error) {
+func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *perRun, keys *hostkeys.Keys, stderr io.Writer, log *slog.Logger) (int, error) {
 	audit, err := auditSink(ro.auditJSON, ro.auditMax, slices.Concat(spec.ReadWrite, spec.ReadOnly))
 	if err != nil {
 		return exitSandbox, err
@@ -402,7 +397,7 @@ func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *
 		return exitSandbox, err
 	}
 	sbID = sb.ID
-	llm.attach(sb)
+	keys.Attach(sb)
 	go func() {
 		for s := range sigs {
 			_ = sb.Signal(s.(syscall.Signal))
