@@ -237,6 +237,9 @@ func writeStatus(w io.Writer, p sodadclient.Properties) error {
 		fmt.Fprintf(tw, "MCP:\t%s\n", list(p.MCP))
 		fmt.Fprintf(tw, "Allow:\t%s\n", list(p.Allow))
 		fmt.Fprintf(tw, "AllowPrivate:\t%s\n", list(p.AllowPrivate))
+		if len(p.Keys) > 0 {
+			fmt.Fprintf(tw, "Keys:\t%s\n", strings.Join(p.Keys, "; "))
+		}
 	}
 	fmt.Fprintf(tw, "ReadWrite:\t%s\n", list(p.ReadWritePaths))
 	fmt.Fprintf(tw, "ReadOnly:\t%s\n", list(p.ReadOnlyPaths))

@@ -139,6 +139,8 @@ type Profile struct {
 	ReadOnlyPaths []string
 	// Limits are the ceilings, DefaultLimits filled in.
 	Limits Limits
+	// Keys are the credentials its sandboxes use without holding them.
+	Keys Keys
 
 	// lookupUser and lookupGroup map names to ids (os/user; tests swap
 	// them).
@@ -249,6 +251,9 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 		line, key := seen["Grants.NoNetwork"], "Grants.NoNetwork"
 		return nil, &serverconf.Error{File: file, Line: line, Key: key, Err: errors.New("NoNetwork=yes excludes MCP=, Allow=, AllowPrivate= and PerRunMCP=yes")}
 	}
+	if err := p.checkKeys(); err != nil {
+		return nil, &serverconf.Error{File: file, Key: "Keys", Err: err}
+	}
 	l := &p.Limits
 	for _, f := range []struct {
 		v *int64
@@ -269,6 +274,7 @@ var single = map[string]bool{
 	"Profile.Description": true, "Grants.NoNetwork": true, "Grants.PerRunMCP": true,
 	"Limits.MemoryMax": true, "Limits.TasksMax": true, "Limits.CPUQuota": true, "Limits.CPUWeight": true,
 	"Limits.Timeout": true, "Limits.TmpSize": true, "Limits.HomeSize": true, "Limits.WorkspaceSize": true,
+	"Keys.LLMBudget": true,
 }
 
 // words splits a list value at white space and commas (sodactl's flags take
@@ -388,8 +394,10 @@ func (p *Profile) apply(o serverconf.Option) error {
 			return errors.New("unknown key (known: MemoryMax, TasksMax, CPUQuota, CPUWeight, Timeout, TmpSize, HomeSize, WorkspaceSize)")
 		}
 		return err
+	case "Keys":
+		return p.applyKeys(o.Name, v)
 	default:
-		return fmt.Errorf("unknown section [%s] (known: [Profile], [Grants], [Paths], [Limits])", o.Section)
+		return fmt.Errorf("unknown section [%s] (known: [Profile], [Grants], [Paths], [Limits], [Keys])", o.Section)
 	}
 	return nil
 }

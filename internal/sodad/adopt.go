@@ -34,6 +34,12 @@ func (d *Daemon) storeHandover(b *box) {
 	if !d.cfg.FDStore.Available() {
 		return
 	}
+	if b.keys != nil {
+		// Its keys (gateway, terminator) live in this process: a
+		// successor could not serve them.
+		d.log.Debug("sandbox with the profile's keys: a restart of sodad will end it", "sandbox", b.id)
+		return
+	}
 	if b.perRun {
 		// Its life fd (the caller running its servers) is not handed
 		// over: a successor could not tell when they are gone.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/soda-project/soda/internal/auditsink"
 	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/hostkeys"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/sodadapi"
@@ -41,6 +42,10 @@ type box struct {
 	// which end with the caller; a restart of sodad ends it.
 	perRun bool
 	home   *workhome.Home
+	// keys: the profile's [Keys] started for the sandbox (its model
+	// gateway, its TLS terminator), held by this sodad; a restart of
+	// sodad ends the sandbox.
+	keys *hostkeys.Keys
 
 	stopping atomic.Bool
 	done     atomic.Bool
@@ -113,6 +118,7 @@ func (b *box) propMap(eff profile.Request, limits map[string]uint64) prop.Map {
 		"MCP": t(nz(slices.Clone(b.mcp))), "Allow": t(grantStrings(b.allow)), "AllowPrivate": t(grantStrings(b.allowPrivate)),
 		"ReadWritePaths": c(nz(eff.ReadWrite)), "ReadOnlyPaths": c(nz(eff.ReadOnly)), "NoNetwork": c(eff.NoNetwork),
 		"Limits": c(limits), "Result": t(""), "ExitStatus": t(int32(-1)), "ExitedTimestamp": t(uint64(0)),
+		"Keys": c(nz(b.keys.Describe())),
 	}}
 }
 
@@ -433,6 +439,14 @@ func (b *box) wait() {
 	if b.home != nil {
 		if err := b.home.Remove(); err != nil {
 			d.log.Warn("remove sandbox home", "sandbox", b.id, "err", err)
+		}
+	}
+	if b.keys != nil {
+		u := b.keys.Usage()
+		b.keys.Close()
+		if u.Total() > 0 {
+			d.journal.Info("sandbox model usage", "sandbox", b.id, "owner_uid", b.owner, "input_tokens", u.Input, "output_tokens", u.Output,
+				"cache_read_tokens", u.CacheRead, "cache_write_tokens", u.CacheWrite)
 		}
 	}
 	b.alog.Close()

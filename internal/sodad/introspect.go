@@ -100,7 +100,7 @@ var sandboxProps = []struct {
 	{"Id", "s", false}, {"OwnerUID", "u", false}, {"Profile", "s", false}, {"Unit", "s", false},
 	{"CreatedTimestamp", "t", false}, {"State", "s", true}, {"MCP", "as", true}, {"Allow", "as", true},
 	{"AllowPrivate", "as", true}, {"ReadWritePaths", "as", false}, {"ReadOnlyPaths", "as", false},
-	{"NoNetwork", "b", false}, {"Limits", "a{st}", false}, {"Result", "s", true}, {"ExitStatus", "i", true},
+	{"NoNetwork", "b", false}, {"Keys", "as", false}, {"Limits", "a{st}", false}, {"Result", "s", true}, {"ExitStatus", "i", true},
 	{"ExitedTimestamp", "t", true},
 }
 

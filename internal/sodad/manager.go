@@ -344,6 +344,7 @@ func (d *Daemon) discard(b *box) {
 	if b.home != nil {
 		_ = b.home.Remove()
 	}
+	b.keys.Close()
 	_ = d.store.Remove(b.id)
 }
 
@@ -353,6 +354,9 @@ func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File) error {
 	eff := cr.eff
 	sspec, err := d.buildSpec(b, eff, cr.req, cr.st)
 	if err != nil {
+		return err
+	}
+	if err := d.startKeys(b, cr.p, &sspec); err != nil {
 		return err
 	}
 	limits := map[string]uint64{"MemoryMax": uint64(eff.Limits.MemoryMax), "TasksMax": uint64(eff.Limits.TasksMax),
@@ -382,6 +386,7 @@ func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File) error {
 	b.files = owned
 	b.sb = sb
 	b.mu.Unlock()
+	b.keys.Attach(sb)
 	if cr.st.Life != nil {
 		go b.watchLife(cr.st.Life)
 	}

@@ -558,6 +558,7 @@ type Properties struct {
 	ReadWritePaths []string          `json:"read_write_paths"`
 	ReadOnlyPaths  []string          `json:"read_only_paths"`
 	NoNetwork      bool              `json:"no_network"`
+	Keys           []string          `json:"keys"`
 	Limits         map[string]uint64 `json:"limits"`
 	Result         string            `json:"result"`
 	ExitStatus     int32             `json:"exit_status"`
@@ -581,7 +582,7 @@ func (sb *Sandbox) Properties(ctx context.Context) (Properties, error) {
 		"CreatedTimestamp": &created, "State": &p.State, "MCP": &p.MCP, "Allow": &p.Allow,
 		"AllowPrivate": &p.AllowPrivate, "ReadWritePaths": &p.ReadWritePaths, "ReadOnlyPaths": &p.ReadOnlyPaths,
 		"NoNetwork": &p.NoNetwork, "Limits": &p.Limits, "Result": &p.Result, "ExitStatus": &p.ExitStatus,
-		"ExitedTimestamp": &exitedAt,
+		"ExitedTimestamp": &exitedAt, "Keys": &p.Keys,
 	}
 	for name, dst := range fields {
 		v, ok := all[name]

@@ -54,7 +54,7 @@ func TestSodad(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", p, err, out)
 		}
 	}
-	for _, p := range []string{"sodadcall", "sessioncall", "sodadexec", "mcpecho"} {
+	for _, p := range []string{"sodadcall", "sessioncall", "sodadexec", "mcpecho", "fakeupstream"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./test/"+p)
 		build.Dir = repo
 		if out, err := build.CombinedOutput(); err != nil {
@@ -171,6 +171,7 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	}
 
 	perRunMCP(t, b, as, art)
+	profileKeys(t, b, as, art)
 	sodadMetrics(t, b, as)
 
 	// 2. Identity claims in arguments are refused.
@@ -766,6 +767,91 @@ cat .mcp.json; env | grep -c perrun-s3cre[t]; grep -rl perrun-s3cre[t] "$HOME" /
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// profileKeys: a profile's [Keys] (issue 25). alice's sandbox reaches a
+// model API through sodad's gateway and a forge with a secret through the
+// proxy's TLS termination; the upstreams (test/fakeupstream, on the box's
+// loopback, their CAs in UpstreamCA=) get the real values, while alice
+// reads them nowhere: not in the sandbox, not in the credential files,
+// not on the bus (the Keys property names them), not in the journal.
+func profileKeys(t *testing.T, b *box, as func(string, ...string) result, art string) {
+	t.Helper()
+	const llmKey, ghToken = "sk-ant-e2e-REAL-5c2f9a", "ghp-e2e-REAL-81d4b7"
+	must(t, b.sh(fmt.Sprintf(`set -e
+mkdir -p /etc/soda/credentials && chmod 0700 /etc/soda/credentials
+printf '%%s\n' '%[2]s' > /etc/soda/credentials/anthropic
+printf '%%s\n' '%[3]s' > /etc/soda/credentials/gh
+chmod 0600 /etc/soda/credentials/anthropic /etc/soda/credentials/gh
+mkdir -p /etc/soda/ca
+systemd-run --quiet --unit soda-test-fake-llm %[1]s/fakeupstream --listen 127.0.0.1:18997 --ca-out /etc/soda/ca/llm.pem --log /run/fake-llm.log --key-file /etc/soda/credentials/anthropic
+systemd-run --quiet --unit soda-test-fake-gh %[1]s/fakeupstream --listen 127.0.0.1:18996 --ca-out /etc/soda/ca/gh.pem --log /run/fake-gh.log
+for i in $(seq 100); do [ -s /etc/soda/ca/llm.pem ] && [ -s /etc/soda/ca/gh.pem ] && break; sleep 0.1; done
+cat > /etc/soda/sandbox/keys.conf <<'CONF'
+[Profile]
+Description=keys kept by sodad
+Users=alice
+[Grants]
+AllowPrivate=127.0.0.1:18996
+[Keys]
+LoadCredential=ANTHROPIC_API_KEY:/etc/soda/credentials/anthropic
+LoadCredential=GH_TOKEN:/etc/soda/credentials/gh
+LLM=anthropic=https://127.0.0.1:18997
+Secret=GH_TOKEN@127.0.0.1:18996
+UpstreamCA=/etc/soda/ca/llm.pem /etc/soda/ca/gh.pem
+CONF
+`, art, llmKey, ghToken)))
+	t.Cleanup(func() { b.run("systemctl", "stop", "soda-test-fake-llm", "soda-test-fake-gh") })
+	call := filepath.Join(art, "sodadcall")
+	probe := `curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{}' "$ANTHROPIC_BASE_URL/v1/messages"; echo
+curl -sS --noproxy '' -H "Authorization: token $GH_TOKEN" https://127.0.0.1:18996/repos/x
+echo "placeholder: $GH_TOKEN"; env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'; echo end`
+	r := as("alice", call, "-profile", "keys", "--", "sh", "-c", probe)
+	t.Logf("alice's sandbox of profile keys:\n%s", lastLines(r.stdout, 6))
+	if r.err != nil || !strings.Contains(r.stdout, "fakeupstream-answer") || !strings.Contains(r.stdout, "fakeupstream ok /repos/x") ||
+		!strings.Contains(r.stdout, "placeholder: soda-placeholder-gh_token-") || !strings.Contains(r.stdout, "\nend") {
+		t.Errorf("alice, profile keys: want the model's answer and the forge's through sodad's keys:\n%s", r)
+	}
+	if strings.Contains(r.stdout+r.stderr, llmKey) || strings.Contains(r.stdout+r.stderr, ghToken) {
+		t.Errorf("a real value is readable in alice's sandbox:\n%s", r)
+	}
+	if got := b.run("cat", "/run/fake-llm.log").stdout; !strings.Contains(got, "x-api-key="+llmKey) {
+		t.Errorf("the model upstream did not get the real key:\n%s", got)
+	}
+	if got := b.run("cat", "/run/fake-gh.log").stdout; !strings.Contains(got, "authorization=token "+ghToken) {
+		t.Errorf("the forge did not get the real token:\n%s", got)
+	}
+	// Not from the host either: the files are root's, the bus names them.
+	if r := as("alice", "cat", "/etc/soda/credentials/anthropic"); r.err == nil {
+		t.Errorf("alice reads the credential file:\n%s", r)
+	}
+	r = as("alice", call, "-profile", "keys", "-no-wait", "-no-stdio", "--", "sleep", "304")
+	if r.err != nil {
+		t.Fatalf("alice: profile keys, sleep 304:\n%s", r)
+	}
+	sid := strings.TrimSpace(r.stdout)
+	st := as("alice", "/usr/bin/sodactl", "sandbox", "status", sid)
+	if !strings.Contains(st.stdout, "llm anthropic https://127.0.0.1:18997") || !strings.Contains(st.stdout, "secret GH_TOKEN 127.0.0.1:18996") {
+		t.Errorf("sodactl sandbox status lacks the Keys:\n%s", st)
+	}
+	as("alice", "/usr/bin/sodactl", "sandbox", "kill", "--signal", "KILL", sid)
+	if j := b.run("journalctl", "--no-pager", "-o", "json").stdout; strings.Contains(j, llmKey) || strings.Contains(j, ghToken) {
+		var where []string
+		for _, l := range strings.Split(j, "\n") {
+			if strings.Contains(l, llmKey) || strings.Contains(l, ghToken) {
+				where = append(where, strings.NewReplacer(llmKey, "<KEY>", ghToken, "<TOKEN>").Replace(l))
+			}
+		}
+		t.Errorf("the journal holds a real value:\n%s", strings.Join(where, "\n"))
+	} else if !strings.Contains(j, "sandbox model request") {
+		t.Error("the journal lacks the model request's audit record")
+	}
+	// A credential others may read is refused, and says why.
+	b.run("chmod", "0644", "/etc/soda/credentials/gh")
+	if r := as("alice", call, "-profile", "keys", "--", "true"); r.err == nil || strings.Contains(r.stderr, ghToken) {
+		t.Errorf("a world-readable credential: want a refusal:\n%s", r)
+	}
+	b.run("chmod", "0600", "/etc/soda/credentials/gh")
 }
 
 // sodadMetrics: sodad --metrics-textfile writes its sandboxes' metrics
