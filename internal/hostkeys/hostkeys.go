@@ -43,6 +43,9 @@ type Config struct {
 	Rules   []egress.HTTPRule
 	// RootCAs check the upstreams (nil: the host's).
 	RootCAs *x509.CertPool
+	// Metrics, if set, counts the gateway's requests, tokens and
+	// upstream errors.
+	Metrics llmgateway.Metrics
 }
 
 // Empty reports whether c asks for nothing.
@@ -99,7 +102,7 @@ type Keys struct {
 func Start(c Config, log *slog.Logger) (*Keys, error) {
 	k := &Keys{cfg: c}
 	if len(c.LLM) > 0 {
-		gw, err := llmgateway.New(llmgateway.Config{Routes: c.LLM, RootCAs: c.RootCAs, Budget: c.Budget, Log: log,
+		gw, err := llmgateway.New(llmgateway.Config{Routes: c.LLM, RootCAs: c.RootCAs, Budget: c.Budget, Log: log, Metrics: c.Metrics,
 			Record: func(ev llmgateway.Event) {
 				if sb := k.sb.Load(); sb != nil {
 					sb.RecordModel(ev)

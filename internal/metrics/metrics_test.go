@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +84,43 @@ soda_sandboxes 0
 	if n := testutil.CollectAndCount(s.startSeconds); n != 1 {
 		t.Errorf("start histogram: %d series", n)
 	}
+}
+
+func TestLLM(t *testing.T) {
+	r := NewRegistry("sodad", "test")
+	l := NewLLM(r)
+	l.Request("anthropic", 200)
+	l.Request("anthropic", 403)
+	l.Tokens("anthropic", "input", 17)
+	l.Tokens("anthropic", "output", 9)
+	l.Tokens("anthropic", "output", 0)
+	l.UpstreamError("openai")
+	var nilLLM *LLM
+	nilLLM.Request("x", 200) // off: no panic
+	got := gather(t, r)
+	for _, want := range []string{
+		`soda_llm_tokens_total{kind="input",provider="anthropic"} 17`,
+		`soda_llm_tokens_total{kind="output",provider="anthropic"} 9`,
+		`soda_llm_requests_total{code="2xx",provider="anthropic"} 1`,
+		`soda_llm_requests_total{code="4xx",provider="anthropic"} 1`,
+		`soda_llm_upstream_errors_total{provider="openai"} 1`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("metrics lack %s:\n%s", want, got)
+		}
+	}
+}
+
+// gather renders r's metrics in the text format.
+func gather(t *testing.T, r *Registry) string {
+	t.Helper()
+	path := t.TempDir() + "/m.prom"
+	if err := r.WriteTextfile(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -123,6 +123,7 @@ func (c *Config) fill() error {
 type Daemon struct {
 	cfg     Config
 	metrics *metrics.Sandboxes // nil: off
+	llm     *metrics.LLM       // the profiles' model gateways; nil: off
 	log     *slog.Logger
 	journal *slog.Logger
 	conn    *dbus.Conn
@@ -165,6 +166,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.MetricsTextfile != "" {
 		reg := metrics.NewRegistry("sodad", version.Version)
 		d.metrics = metrics.NewSandboxes(reg)
+		d.llm = metrics.NewLLM(reg)
 		if err := os.MkdirAll(filepath.Dir(cfg.MetricsTextfile), 0o755); err != nil {
 			return fmt.Errorf("metrics textfile: %w", err)
 		}

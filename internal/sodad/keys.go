@@ -31,6 +31,9 @@ func (d *Daemon) startKeys(b *box, p *profile.Profile, spec *sandbox.Spec) error
 		d.log.Error("profile keys", "profile", p.Name, "err", err)
 		return fmt.Errorf("profile %s: %w", p.Name, err)
 	}
+	if d.llm != nil {
+		c.Metrics = d.llm
+	}
 	k, err := hostkeys.Start(c, d.log)
 	if err != nil {
 		return fmt.Errorf("profile %s: %w", p.Name, err)

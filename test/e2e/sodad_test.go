@@ -821,6 +821,10 @@ echo "placeholder: $GH_TOKEN"; env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\
 	if got := b.run("cat", "/run/fake-gh.log").stdout; !strings.Contains(got, "authorization=token "+ghToken) {
 		t.Errorf("the forge did not get the real token:\n%s", got)
 	}
+	// sodad's metrics count the model's tokens (the fake reports 5 in, 3 out).
+	waitFor(t, 15*time.Second, "soda_llm_tokens_total in sodad's textfile", func() bool {
+		return strings.Contains(b.run("cat", "/run/soda/metrics/sodad.prom").stdout, `soda_llm_tokens_total{kind="input",provider="anthropic"} 5`)
+	})
 	// Not from the host either: the files are root's, the bus names them.
 	if r := as("alice", "cat", "/etc/soda/credentials/anthropic"); r.err == nil {
 		t.Errorf("alice reads the credential file:\n%s", r)
