@@ -239,6 +239,8 @@ func writeStatus(w io.Writer, p sodadclient.Properties) error {
 		fmt.Fprintf(tw, "AllowPrivate:\t%s\n", list(p.AllowPrivate))
 		if len(p.Keys) > 0 {
 			fmt.Fprintf(tw, "Keys:\t%s\n", strings.Join(p.Keys, "; "))
+			t := p.ModelTokens
+			fmt.Fprintf(tw, "Model tokens:\t%d input, %d output, %d cache read, %d cache write\n", t["input"], t["output"], t["cache_read"], t["cache_write"])
 		}
 	}
 	fmt.Fprintf(tw, "ReadWrite:\t%s\n", list(p.ReadWritePaths))

@@ -118,7 +118,7 @@ func (b *box) propMap(eff profile.Request, limits map[string]uint64) prop.Map {
 		"MCP": t(nz(slices.Clone(b.mcp))), "Allow": t(grantStrings(b.allow)), "AllowPrivate": t(grantStrings(b.allowPrivate)),
 		"ReadWritePaths": c(nz(eff.ReadWrite)), "ReadOnlyPaths": c(nz(eff.ReadOnly)), "NoNetwork": c(eff.NoNetwork),
 		"Limits": c(limits), "Result": t(""), "ExitStatus": t(int32(-1)), "ExitedTimestamp": t(uint64(0)),
-		"Keys": c(nz(b.keys.Describe())),
+		"Keys": c(nz(b.keys.Describe())), "ModelTokens": {Value: b.modelTokens(), Emit: prop.EmitFalse},
 	}}
 }
 
@@ -165,6 +165,21 @@ func (b *box) details() map[string]string {
 	return map[string]string{"sandbox": b.id, "profile": b.profile, "owner": fmt.Sprint(b.owner)}
 }
 
+// modelTokens is the ModelTokens property: the tokens spent through the
+// sandbox's model gateway, by kind.
+func (b *box) modelTokens() map[string]uint64 {
+	u := b.keys.Usage()
+	return map[string]uint64{"input": uint64(u.Input), "output": uint64(u.Output), "cache_read": uint64(u.CacheRead), "cache_write": uint64(u.CacheWrite)}
+}
+
+// refresh brings the properties that change without a signal up to date
+// before they are read.
+func (b *box) refresh() {
+	if b.keys != nil {
+		b.props.SetMust(sodadapi.SandboxInterface, "ModelTokens", b.modelTokens())
+	}
+}
+
 // gatedProps is org.freedesktop.DBus.Properties of a sandbox.
 type gatedProps struct{ b *box }
 
@@ -178,6 +193,7 @@ func (g gatedProps) Get(sender dbus.Sender, iface, name string) (dbus.Variant, *
 	if err := g.b.visible(ctx, c); err != nil {
 		return dbus.Variant{}, busError(err)
 	}
+	g.b.refresh()
 	return g.b.props.Get(iface, name)
 }
 
@@ -191,6 +207,7 @@ func (g gatedProps) GetAll(sender dbus.Sender, iface string) (map[string]dbus.Va
 	if err := g.b.visible(ctx, c); err != nil {
 		return nil, busError(err)
 	}
+	g.b.refresh()
 	return g.b.props.GetAll(iface)
 }
 

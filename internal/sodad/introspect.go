@@ -13,6 +13,9 @@ import (
 
 const constAnn = `<annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>`
 
+// silentAnn marks a property that changes without PropertiesChanged.
+const silentAnn = `<annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="false"/>`
+
 // managerXML is the Manager interface as docs/dbus-api.md gives it.
 const managerXML = `<interface name="` + sodadapi.ManagerInterface + `">
   <method name="CreateSandbox">
@@ -91,26 +94,37 @@ var sandboxXML = `<interface name="` + sodadapi.SandboxInterface + `">
 ` + sandboxPropsXML() + ` </interface>
 `
 
+// Whether a Sandbox property changes: emits its new value, is const, or
+// changes without a signal (read it when needed).
+const (
+	emits = iota
+	isConst
+	silent
+)
+
 // sandboxProps are the Sandbox properties in the reference's order, with
 // their types and whether they change.
 var sandboxProps = []struct {
 	name, typ string
-	changes   bool
+	changes   int
 }{
-	{"Id", "s", false}, {"OwnerUID", "u", false}, {"Profile", "s", false}, {"Unit", "s", false},
-	{"CreatedTimestamp", "t", false}, {"State", "s", true}, {"MCP", "as", true}, {"Allow", "as", true},
-	{"AllowPrivate", "as", true}, {"ReadWritePaths", "as", false}, {"ReadOnlyPaths", "as", false},
-	{"NoNetwork", "b", false}, {"Keys", "as", false}, {"Limits", "a{st}", false}, {"Result", "s", true}, {"ExitStatus", "i", true},
-	{"ExitedTimestamp", "t", true},
+	{"Id", "s", isConst}, {"OwnerUID", "u", isConst}, {"Profile", "s", isConst}, {"Unit", "s", isConst},
+	{"CreatedTimestamp", "t", isConst}, {"State", "s", emits}, {"MCP", "as", emits}, {"Allow", "as", emits},
+	{"AllowPrivate", "as", emits}, {"ReadWritePaths", "as", isConst}, {"ReadOnlyPaths", "as", isConst},
+	{"NoNetwork", "b", isConst}, {"Keys", "as", isConst}, {"ModelTokens", "a{st}", silent}, {"Limits", "a{st}", isConst},
+	{"Result", "s", emits}, {"ExitStatus", "i", emits}, {"ExitedTimestamp", "t", emits},
 }
 
 func sandboxPropsXML() string {
 	var b strings.Builder
 	for _, p := range sandboxProps {
-		if p.changes {
+		switch p.changes {
+		case emits:
 			b.WriteString(`  <property name="` + p.name + `" type="` + p.typ + `" access="read"/>` + "\n")
-		} else {
+		case isConst:
 			b.WriteString(`  <property name="` + p.name + `" type="` + p.typ + `" access="read">` + constAnn + "</property>\n")
+		default:
+			b.WriteString(`  <property name="` + p.name + `" type="` + p.typ + `" access="read">` + silentAnn + "</property>\n")
 		}
 	}
 	return b.String()

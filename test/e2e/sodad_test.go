@@ -835,7 +835,8 @@ echo "placeholder: $GH_TOKEN"; env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\
 	}
 	sid := strings.TrimSpace(r.stdout)
 	st := as("alice", "/usr/bin/sodactl", "sandbox", "status", sid)
-	if !strings.Contains(st.stdout, "llm anthropic https://127.0.0.1:18997") || !strings.Contains(st.stdout, "secret GH_TOKEN 127.0.0.1:18996") {
+	if !strings.Contains(st.stdout, "llm anthropic https://127.0.0.1:18997") || !strings.Contains(st.stdout, "secret GH_TOKEN 127.0.0.1:18996") ||
+		!strings.Contains(st.stdout, "Model tokens:") {
 		t.Errorf("sodactl sandbox status lacks the Keys:\n%s", st)
 	}
 	as("alice", "/usr/bin/sodactl", "sandbox", "kill", "--signal", "KILL", sid)
