@@ -148,7 +148,7 @@ func (lc *llmConfig) checkEnv(env []string, lookup func(string) (string, bool)) 
 			v, _ = lookup(k)
 		}
 		for _, r := range lc.routes {
-			if k == r.Provider.KeyEnv || k == r.Provider.BaseURLEnv {
+			if k == r.Provider.KeyEnv || k == r.Provider.BaseURLEnv || slices.Contains(r.Provider.MoreKeyEnv, k) {
 				return usagef("sodactl run", "--env %s: with --llm %s the sandbox gets %s from the model gateway (a placeholder key, never the real one); drop --env %s", k, r.Provider.Name, k, k)
 			}
 			if v != "" && strings.Contains(v, r.Key) {
