@@ -42,6 +42,7 @@ func TestLoadKeys(t *testing.T) {
 		{name: "key file too big", ro: runOptions{llm: repeatFlag{"anthropic"}, llmKey: repeatFlag{"anthropic=" + big}}, err: "not a credential"},
 		{name: "key file missing", ro: runOptions{llm: repeatFlag{"anthropic"}, llmKey: repeatFlag{"anthropic=" + dir + "/nope"}}, err: "no such file"},
 		{name: "--env of the key variable", ro: runOptions{llm: repeatFlag{"anthropic"}, env: repeatFlag{"ANTHROPIC_API_KEY"}}, err: "--env ANTHROPIC_API_KEY: the sandbox gets it from the model gateway"},
+		{name: "--env of Codex's key variable", ro: runOptions{llm: repeatFlag{"openai"}, env: repeatFlag{"CODEX_API_KEY=x"}}, err: "--env CODEX_API_KEY"},
 		{name: "--env of the base URL", ro: runOptions{llm: repeatFlag{"anthropic"}, env: repeatFlag{"ANTHROPIC_BASE_URL=x"}}, err: "--env ANTHROPIC_BASE_URL"},
 		{name: "--env holding the key", ro: runOptions{llm: repeatFlag{"anthropic"}, env: repeatFlag{"X=Bearer sk-ant-env"}}, err: "holds the anthropic key"},
 		{name: "budget", ro: runOptions{llm: repeatFlag{"anthropic"}, llmBudget: "1000"}, keys: []string{"sk-ant-env"}},

@@ -66,7 +66,7 @@ func (c *Config) CheckEnv(env []string, lookup func(string) (string, bool)) erro
 			v, _ = lookup(k)
 		}
 		for _, r := range c.LLM {
-			if k == r.Provider.KeyEnv || k == r.Provider.BaseURLEnv {
+			if k == r.Provider.KeyEnv || k == r.Provider.BaseURLEnv || slices.Contains(r.Provider.MoreKeyEnv, k) {
 				return fmt.Errorf("%s: the sandbox gets it from the model gateway for %s (a placeholder key, never the real one)", k, r.Provider.Name)
 			}
 			if v != "" && strings.Contains(v, r.Key) {
@@ -139,8 +139,10 @@ func (k *Keys) Apply(spec *sandbox.Spec) error {
 		return nil
 	}
 	if k.gw != nil {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(k.port)))
 		spec.Egress.MCPPorts = append(spec.Egress.MCPPorts, k.port)
-		spec.TrustedEnv = append(spec.TrustedEnv, k.gw.Env(net.JoinHostPort("127.0.0.1", strconv.Itoa(int(k.port))))...)
+		spec.TrustedEnv = append(spec.TrustedEnv, k.gw.Env(addr)...)
+		spec.Argv = k.agentArgs(spec.Argv, addr)
 	}
 	if k.term == nil {
 		return nil
@@ -167,6 +169,23 @@ func (k *Keys) Apply(spec *sandbox.Spec) error {
 		spec.TrustedEnv = append(spec.TrustedEnv, v+"="+bundle)
 	}
 	return nil
+}
+
+// agentArgs adjusts argv for an agent that does not read its provider's
+// base-URL variable: Codex (0.169) takes the OpenAI base URL only from
+// its configuration, so "codex ..." gets -c openai_base_url="URL" (a
+// global option, before its subcommand).
+func (k *Keys) agentArgs(argv []string, addr string) []string {
+	if len(argv) == 0 || filepath.Base(argv[0]) != "codex" {
+		return argv
+	}
+	for _, r := range k.cfg.LLM {
+		if r.Provider.Name == "openai" {
+			url := "http://" + addr + "/openai" + r.Provider.BaseURLSuffix
+			return slices.Concat(argv[:1], []string{"-c", `openai_base_url="` + url + `"`}, argv[1:])
+		}
+	}
+	return argv
 }
 
 // NotGrantedError is a secret's or rule's host that the sandbox's egress

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/soda-project/soda/internal/llmgateway"
 )
 
 func TestReadCredential(t *testing.T) {
@@ -58,6 +60,26 @@ func TestReadCredential(t *testing.T) {
 	if os.Geteuid() == 0 {
 		if got, err := ReadCredential(ok, true); err != nil || got != "sk-123" {
 			t.Errorf("root's 0600 file, rootOnly: %q %v", got, err)
+		}
+	}
+}
+
+func TestAgentArgs(t *testing.T) {
+	openai, _ := llmgateway.Lookup("openai")
+	anthropic, _ := llmgateway.Lookup("anthropic")
+	for _, tc := range []struct {
+		routes []llmgateway.Route
+		argv   string
+		want   string
+	}{
+		{[]llmgateway.Route{{Provider: openai}}, "/opt/bin/codex exec hi", `/opt/bin/codex -c openai_base_url="http://127.0.0.1:9/openai/v1" exec hi`},
+		{[]llmgateway.Route{{Provider: anthropic}}, "codex exec hi", "codex exec hi"},
+		{[]llmgateway.Route{{Provider: openai}}, "claude -p hi", "claude -p hi"},
+		{[]llmgateway.Route{{Provider: openai}}, "", ""},
+	} {
+		k := &Keys{cfg: Config{LLM: tc.routes}}
+		if got := strings.Join(k.agentArgs(strings.Fields(tc.argv), "127.0.0.1:9"), " "); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.argv, got, tc.want)
 		}
 	}
 }

@@ -175,12 +175,16 @@ func (g *Gateway) PlaceholderFor(provider string) string { return g.placeholder[
 
 // Env returns, for a sandbox that reaches the gateway at addr (host:port
 // on its loopback), the variables that point its clients at the gateway:
-// each provider's base URL and placeholder key.
+// each provider's base URL and placeholder key (in KeyEnv, then in
+// MoreKeyEnv).
 func (g *Gateway) Env(addr string) []string {
 	var env []string
 	for _, r := range g.cfg.Routes {
 		p := r.Provider
 		env = append(env, p.BaseURLEnv+"=http://"+addr+"/"+p.Name+p.BaseURLSuffix, p.KeyEnv+"="+g.placeholder[p.Name])
+		for _, k := range p.MoreKeyEnv {
+			env = append(env, k+"="+g.placeholder[p.Name])
+		}
 	}
 	return env
 }
@@ -234,6 +238,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if !g.keyOK(rt, req) {
 		g.refuse(w, &ev, rt, http.StatusUnauthorized, "authentication_error", "soda: the request does not carry this sandbox's placeholder key; the model gateway forwards no other key")
+		return
+	}
+	if req.Header.Get("Upgrade") != "" {
+		// A WebSocket (Codex asks for the Responses API over one first)
+		// would carry usage the gateway does not read, past the budget;
+		// 426 sends the client to plain HTTP at once, where a 502 would
+		// have it retry first.
+		g.refuse(w, &ev, rt, http.StatusUpgradeRequired, "invalid_request_error", "soda: the model gateway does not relay WebSockets (it could not meter them); use HTTP")
 		return
 	}
 	if b := g.cfg.Budget; b > 0 && g.spent.Load() >= b {

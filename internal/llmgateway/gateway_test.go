@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -248,8 +249,27 @@ func TestGatewayOpenAI(t *testing.T) {
 	})
 	g, base := startGateway(t, Config{RootCAs: up.pool,
 		Routes: []Route{{Provider: p, Upstream: up.url(t, "/v1"), Key: "sk-openai-real"}}})
-	if env := g.Env("127.0.0.1:9"); env[0] != "OPENAI_BASE_URL=http://127.0.0.1:9/openai/v1" {
+	// Codex's exec reads its key from CODEX_API_KEY: it gets the
+	// placeholder too.
+	ph := g.PlaceholderFor("openai")
+	if env := g.Env("127.0.0.1:9"); !slices.Equal(env, []string{"OPENAI_BASE_URL=http://127.0.0.1:9/openai/v1", "OPENAI_API_KEY=" + ph, "CODEX_API_KEY=" + ph}) {
 		t.Fatalf("env %q", env)
+	}
+	// Codex asks for a WebSocket first: refused with 426, which sends it
+	// to HTTP at once, and never forwarded (the gateway could not meter it).
+	req, _ := http.NewRequest("GET", base+"/openai/responses", nil)
+	req.Header.Set("Authorization", "Bearer "+ph)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	ws, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.Body.Close()
+	if ws.StatusCode != http.StatusUpgradeRequired || up.calls.Load() != 0 {
+		t.Fatalf("WebSocket upgrade: %d, %d upstream calls", ws.StatusCode, up.calls.Load())
 	}
 	// An x-api-key is not how OpenAI's clients send a key.
 	resp, body := post(t, base+"/openai/chat/completions", map[string]string{"x-api-key": g.PlaceholderFor("openai")}, "{}")

@@ -19,6 +19,10 @@ type Provider struct {
 	// the host's real key is taken from it, the sandbox gets the
 	// placeholder in it.
 	KeyEnv string
+	// MoreKeyEnv are more variables the sandbox gets the placeholder in,
+	// for clients that read the key from elsewhere: Codex's exec (0.169)
+	// reads CODEX_API_KEY, not OPENAI_API_KEY.
+	MoreKeyEnv []string
 	// BaseURLEnv is the variable that points the provider's clients at
 	// another base URL; BaseURLSuffix is what follows the gateway's
 	// /NAME in it (OpenAI's clients expect a base URL ending in /v1).
@@ -38,7 +42,7 @@ type Provider struct {
 var providers = []Provider{
 	{Name: "anthropic", Upstream: "https://api.anthropic.com", KeyEnv: "ANTHROPIC_API_KEY",
 		BaseURLEnv: "ANTHROPIC_BASE_URL", placeholderPrefix: "sk-ant-soda-"},
-	{Name: "openai", Upstream: "https://api.openai.com/v1", KeyEnv: "OPENAI_API_KEY",
+	{Name: "openai", Upstream: "https://api.openai.com/v1", KeyEnv: "OPENAI_API_KEY", MoreKeyEnv: []string{"CODEX_API_KEY"},
 		BaseURLEnv: "OPENAI_BASE_URL", BaseURLSuffix: "/v1", Bearer: true, placeholderPrefix: "sk-soda-"},
 	{Name: "openrouter", Upstream: "https://openrouter.ai/api/v1", KeyEnv: "OPENROUTER_API_KEY",
 		BaseURLEnv: "OPENROUTER_BASE_URL", BaseURLSuffix: "/v1", Bearer: true, placeholderPrefix: "sk-or-soda-"},

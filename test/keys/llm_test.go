@@ -5,13 +5,16 @@
 // host side is told to trust with --upstream-ca), and the tests check
 // that the real key reached that server, that nothing inside the sandbox
 // ever held it, that a wrong key and a spent budget are refused there,
-// and that the audit trail has each request with its tokens. With
-// --secret and --allow-http (secrets_test.go) curl, git and Python in the
-// sandbox reach loopback HTTPS servers through the proxy's TLS
-// termination, which puts the real values in place of the placeholders.
+// and that the audit trail has each request with its tokens. The real
+// Codex and OpenCode CLIs do the same against a fake of OpenAI's API
+// (openai_test.go). With --secret and --allow-http (secrets_test.go) curl,
+// git and Python in the sandbox reach loopback HTTPS servers through the
+// proxy's TLS termination, which puts the real values in place of the
+// placeholders.
 //
 // It needs root (sodactl run's sandbox on this host, as test/hostbattery)
-// and npm to install the pinned Claude Code CLI (test/sandbox/claude-code).
+// and npm to install the pinned Claude Code CLI (test/sandbox/claude-code)
+// and the Codex and OpenCode CLIs (test/sandbox/agents).
 package keystest
 
 import (
@@ -57,6 +60,9 @@ type env struct {
 	caFile   string
 	upstream *fakeAnthropic
 	key      string
+	cert     tls.Certificate // the upstreams' certificate, signed by caFile's CA
+	// hostEnv is more of sodactl's environment (another provider's key).
+	hostEnv []string
 }
 
 // fakeAnthropic is a loopback HTTPS server speaking enough of Anthropic's
@@ -103,6 +109,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.cert = cert
 	e.upstream = startFake(t, cert, e.key)
 	return e
 }
@@ -198,7 +205,7 @@ func (f *fakeAnthropic) seen() (keys, paths []string) {
 func (e *env) run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(e.bin, "sodactl"), append([]string{"run", "--direct"}, args...)...)
-	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY="+e.key)
+	cmd.Env = append(append(os.Environ(), "ANTHROPIC_API_KEY="+e.key), e.hostEnv...)
 	cmd.Dir = e.bin
 	var o, er bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &er
