@@ -16,6 +16,7 @@
 #   make bench-sessions persistent sandbox sessions against a cold sodactl run
 #   make bench-validate soda-validated over HTTP against shellcheck directly
 #   make bench-conformance  the MCP conformance runner, reference vs soda-mcpd
+#   make bench-llm  the model gateway against a direct TLS request, in one run
 #   make bench-compare BEFORE=REV  this checkout against REV on soda's figures of
 #                   bench, bench-sandbox and bench-sessions, in one run
 #   make man        render man pages
@@ -30,7 +31,7 @@ EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dis
 # Linux stays in _linux.go files and every package that only describes,
 # requests or audits sandboxes type-checks on other systems.
 
-.PHONY: all build build-note test check fuzz test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance bench-compare man clean
+.PHONY: all build build-note test check fuzz test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance bench-llm bench-compare man clean
 
 # The man pages need nothing the binaries do not: go-md2man comes from the
 # Go module proxy as the product's modules do (tools/go.mod).
@@ -174,6 +175,11 @@ bench-metrics:
 # and behind soda-mcpd; needs CONFORMANCE_SERVER (see bench/conformance.sh).
 bench-conformance:
 	bash bench/conformance.sh
+
+# The model gateway against a direct TLS request to the same loopback
+# upstream, in one run: added latency, time to first byte, throughput.
+bench-llm:
+	bash bench/llm.sh
 
 # This checkout ("after") against BEFORE (a git revision, built in a temporary
 # worktree) on soda's own figures of bench, bench-sandbox (root) and
