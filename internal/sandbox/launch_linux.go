@@ -203,7 +203,7 @@ func (e *Linux) initConfig(sb *Sandbox) (wire.Config, map[string][2]uint32, erro
 		Version: wire.Version, ID: spec.ID, Argv: spec.Argv, Dir: spec.Dir, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Home: spec.Home, TmpSize: spec.Limits.TmpSize, HomeSize: spec.Limits.HomeSize, NoFile: spec.Limits.NoFile, FileSize: spec.Limits.FileSize,
 		NProc: uint64(spec.Limits.TasksMax), LandlockMin: spec.LandlockMinABI, Degraded: spec.AllowDegraded, Unavailable: spec.Knobs.Unavailable,
-		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent,
+		DNS: !spec.NoNetwork, NoNetwork: spec.NoNetwork, StdinIsTTY: spec.TTY, HideExtra: spec.Hide, Unprotect: spec.Unprotect, Persistent: spec.Persistent, RootFS: spec.RootFS,
 		Adoptable: e.cfg.Adoptable, WorkspaceSize: spec.WorkspaceSize, Masks: spec.Masks,
 	}
 	kept, dropped := FilterEnv(spec.Env)

@@ -194,6 +194,13 @@ type Spec struct {
 	Masks []Mask
 	// Egress is what the sandbox may reach; see package egress.
 	Egress egress.Policy
+	// RootFS, if set, is a directory of the host (an unpacked image,
+	// read-only) whose top level is the sandbox's system instead of the
+	// host's /usr, /etc, /bin and the rest: every top-level directory
+	// of it but the ones the sandbox makes itself (/proc, /sys, /dev,
+	// /tmp, /run, /home, /root, /mnt, /media) is bound read-only. It
+	// must be absolute and free of symbolic links.
+	RootFS string
 	// Terminate, if set, has the egress proxy terminate TLS for the
 	// targets with a secret or an HTTP rule (egress.Terminator); it holds
 	// the sandbox CA's key and the secrets, so it is never written
@@ -271,6 +278,15 @@ func (s *Spec) Normalize() error {
 	var err error
 	if s.Home, err = resolveDir(s.Home); err != nil {
 		return fmt.Errorf("sandbox home: %w", err)
+	}
+	if s.RootFS != "" {
+		r, err := resolveDir(s.RootFS)
+		if err != nil {
+			return fmt.Errorf("sandbox root: %w", err)
+		}
+		if r != s.RootFS || r == "/" {
+			return fmt.Errorf("sandbox root %s: want an absolute directory other than / without symbolic links (it resolves to %s)", s.RootFS, r)
+		}
 	}
 	for i, p := range s.ReadOnly {
 		if s.ReadOnly[i], err = resolveGrant(p); err != nil {

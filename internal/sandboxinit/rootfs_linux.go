@@ -93,7 +93,7 @@ func buildRoot(cfg *config, userns []*os.File) error {
 	}
 
 	// The top level and what is hidden below it.
-	if err := populateTop(tmp); err != nil {
+	if err := populateTop(tmp, cfg.RootFS); err != nil {
 		return err
 	}
 	hidden := append(slices.Clone(hiddenBelow), cfg.HideExtra...)
@@ -154,13 +154,26 @@ func pivotToTmpfs() error {
 // populateTop makes the root's top level from the host's: each entry as
 // mountTopEntry says, then an empty tmpfs for each of hiddenTop the host
 // lacks.
-func populateTop(tmp *privateTmp) error {
-	entries, err := os.ReadDir(oldRoot)
+func populateTop(tmp *privateTmp, rootFS string) error {
+	src := oldRoot
+	if rootFS != "" {
+		// An image: its own top level, every directory of it bound.
+		src = filepath.Join(oldRoot, rootFS)
+		for _, special := range []string{"proc", "sys", "dev", "tmp"} {
+			if err := mountTopEntry(fakeDir(special), tmp, oldRoot, false); err != nil {
+				return err
+			}
+		}
+	}
+	entries, err := os.ReadDir(src)
 	if err != nil {
-		return fmt.Errorf("read host root: %w", err)
+		return fmt.Errorf("read the sandbox's system root %s: %w", src, err)
 	}
 	for _, e := range entries {
-		if err := mountTopEntry(e, tmp); err != nil {
+		if rootFS != "" && slices.Contains([]string{"proc", "sys", "dev", "tmp"}, e.Name()) {
+			continue
+		}
+		if err := mountTopEntry(e, tmp, src, rootFS != ""); err != nil {
 			return err
 		}
 	}
@@ -178,9 +191,9 @@ func populateTop(tmp *privateTmp) error {
 // of the host: a fresh /proc, /sys and /dev, the private /tmp, an empty
 // tmpfs for hiddenTop, the system directories (systemTop) bound
 // read-only or, as links, copied; nothing for the rest.
-func mountTopEntry(e fs.DirEntry, tmp *privateTmp) error {
+func mountTopEntry(e fs.DirEntry, tmp *privateTmp, src string, image bool) error {
 	name := e.Name()
-	host := filepath.Join(oldRoot, name)
+	host := filepath.Join(src, name)
 	dst := "/" + name
 	switch {
 	case "/"+name == oldRoot:
@@ -198,7 +211,7 @@ func mountTopEntry(e fs.DirEntry, tmp *privateTmp) error {
 		return tmp.bind(dst)
 	case slices.Contains(hiddenTop, name):
 		return emptyTmpfs(dst)
-	case !slices.Contains(systemTop, name):
+	case !image && !slices.Contains(systemTop, name):
 		return nil
 	case e.Type()&os.ModeSymlink != 0:
 		target, err := os.Readlink(host)
@@ -210,6 +223,15 @@ func mountTopEntry(e fs.DirEntry, tmp *privateTmp) error {
 		return bindReadOnly(host, dst, e.IsDir())
 	}
 }
+
+// fakeDir is a directory entry named name, for the top-level places a
+// sandbox with an image makes whatever the image has.
+type fakeDir string
+
+func (d fakeDir) Name() string               { return string(d) }
+func (d fakeDir) IsDir() bool                { return true }
+func (d fakeDir) Type() fs.FileMode          { return fs.ModeDir }
+func (d fakeDir) Info() (fs.FileInfo, error) { return nil, fs.ErrNotExist }
 
 // mountProc mounts a fresh procfs of the sandbox's PID namespace at dst,
 // its host-revealing files masked (maskProc).

@@ -138,6 +138,10 @@ type Config struct {
 	Unavailable []Layer `json:"unavailable,omitempty"`
 	// HideExtra lists more host directories to show empty.
 	HideExtra []string `json:"hide_extra,omitempty"`
+	// RootFS, if set, is a host directory (an unpacked image) whose top
+	// level is the sandbox's system, bound read-only, instead of the
+	// host's /usr, /etc, /bin, ...
+	RootFS string `json:"root_fs,omitempty"`
 	// StdinIsTTY makes init give the command a pty of its own.
 	StdinIsTTY bool `json:"stdin_tty"`
 	// Unprotect lists paths the caller left writable although they are
