@@ -85,6 +85,9 @@ func logEntry(r sandbox.Record) (lvl slog.Level, msg string, attrs []any, ok boo
 	case "start":
 		attrs = append(attrs, "argv", strings.Join(r.Argv, " "), "grants", strings.Join(r.Grants, ","),
 			"rw", strings.Join(r.ReadWrite, ":"), "ro", strings.Join(r.ReadOnly, ":"))
+		if r.Image != "" {
+			attrs = append(attrs, "image", r.Image)
+		}
 	case "layer":
 		msg = "sandbox layer"
 		attrs = append(attrs, "layer", string(r.Layer), "state", r.State, "detail", r.Detail)

@@ -30,10 +30,13 @@ type Record struct {
 	// command of a live sandbox started, with its pid inside, and ended,
 	// with its status), or dropped (a sink's summary of the egress records
 	// it left out).
-	Event      string   `json:"event"`
-	Layer      Layer    `json:"layer,omitempty"`
-	State      string   `json:"state,omitempty"` // applied or degraded
-	Detail     string   `json:"detail,omitempty"`
+	Event  string `json:"event"`
+	Layer  Layer  `json:"layer,omitempty"`
+	State  string `json:"state,omitempty"` // applied or degraded
+	Detail string `json:"detail,omitempty"`
+	// Image is the image the sandbox's system comes from, on the start
+	// record (REF@sha256:…; empty: the host's).
+	Image      string   `json:"image,omitempty"`
 	Argv       []string `json:"argv,omitempty"`
 	ReadOnly   []string `json:"ro,omitempty"`
 	ReadWrite  []string `json:"rw,omitempty"`

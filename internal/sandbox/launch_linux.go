@@ -183,7 +183,7 @@ func (e *Linux) newSandbox(spec Spec) *Sandbox {
 // mount protects in the read-write grants, and warns of unprotected paths.
 func (sb *Sandbox) recordStart() {
 	spec := &sb.spec
-	sb.record(Record{Event: "start", Argv: spec.Argv, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
+	sb.record(Record{Event: "start", Image: spec.Image, Argv: spec.Argv, ReadOnly: spec.ReadOnly, ReadWrite: spec.ReadWrite,
 		Grants: grantStrings(spec.Egress), Limits: &spec.Limits, Degradable: spec.AllowDegraded, Unprotected: spec.Unprotect})
 	if len(spec.ReadWrite) > 0 {
 		sb.watch = newPlantWatch(spec.ReadWrite, spec.Unprotect)

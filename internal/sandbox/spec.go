@@ -201,6 +201,9 @@ type Spec struct {
 	// /tmp, /run, /home, /root, /mnt, /media) is bound read-only. It
 	// must be absolute and free of symbolic links.
 	RootFS string
+	// Image names what RootFS was unpacked from (REF@sha256:…), for
+	// the audit trail's start record.
+	Image string
 	// Terminate, if set, has the egress proxy terminate TLS for the
 	// targets with a secret or an HTTP rule (egress.Terminator); it holds
 	// the sandbox CA's key and the secrets, so it is never written
