@@ -308,6 +308,16 @@ func (s *Store) ingest(ctx context.Context, img v1.Image, index string, names []
 		}
 		staged[h] = p
 	}
+	// A manifest's sizes are the registry's word: bound them before
+	// fetching anything (the fetch checks them byte by byte).
+	lim := s.opts.Unpack.Limits.withDefaults()
+	var total int64
+	for _, d := range manifest.Layers {
+		total += d.Size
+		if d.Size < 0 || d.Size > lim.MaxLayerBytes || total > lim.MaxTotalBytes {
+			return nil, fmt.Errorf("layer %s: %d bytes: more than the store takes (%w)", d.Digest, d.Size, ErrImageTooLarge)
+		}
+	}
 	rec := &Image{
 		Digest: mdigest, IndexDigest: index, MediaType: string(mt), Config: manifest.Config.Digest.String(),
 		Platform: platformOf(cfg), Env: cfg.Config.Env, WorkingDir: cfg.Config.WorkingDir, User: cfg.Config.User,

@@ -1,6 +1,7 @@
 package imagestore
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -615,6 +618,14 @@ func TestHelperProcess(t *testing.T) {
 	if mode == "" {
 		t.Skip("a helper of TestKill9")
 	}
+	if mode == "user" {
+		if err := userHelper(); err != nil {
+			fmt.Println("USER FAILED", err)
+		} else {
+			fmt.Println("USER OK")
+		}
+		os.Exit(0)
+	}
 	opts := Options{StallTimeout: time.Minute}
 	if mode == "unpack" {
 		opts.Unpack.afterEntry = func(n int64) {
@@ -737,4 +748,123 @@ func TestKill9(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestConcurrentPulls(t *testing.T) {
+	host := startRegistry(t, nil)
+	img := baseImage(t, runtime.GOARCH)
+	push(t, host+"/test/c:v1", img)
+	dir := filepath.Join(t.TempDir(), "store")
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			// Each its own Store, as separate processes would have.
+			s, err := Open(context.Background(), dir, Options{})
+			if err == nil {
+				_, err = s.Pull(context.Background(), host+"/test/c:v1")
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := openStore(t, Options{})
+	s.dir = dir
+	list, err := s.List(context.Background())
+	if err != nil || len(list) != 1 {
+		t.Fatalf("list %v, %v", list, err)
+	}
+	checkRootfs(t, list[0], runtime.GOARCH)
+}
+
+func TestPullSizeBound(t *testing.T) {
+	host := startRegistry(t, nil)
+	push(t, host+"/test/big:v1", baseImage(t, runtime.GOARCH))
+	s := openStore(t, Options{Unpack: UnpackOptions{Limits: Limits{MaxLayerBytes: 16}}})
+	if _, err := s.Pull(context.Background(), host+"/test/big:v1"); !errors.Is(err, ErrImageTooLarge) {
+		t.Fatalf("err %v, want ErrImageTooLarge", err)
+	}
+	holdsNothing(t, s)
+}
+
+// TestAsUser: a user's store, imported and removed by an unprivileged
+// process: files are the user's, an image's 0555 directory is kept as
+// such and still removed.
+func TestAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a process as nobody")
+	}
+	const nobody = 65534
+	base, err := os.MkdirTemp("", "soda-imagestore-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	bin := filepath.Join(base, "imagestore.test")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := testImage(t, runtime.GOARCH, gzLayer(t,
+		entry{name: "ro/", typ: tar.TypeDir, mode: 0o555}, entry{name: "ro/f", typ: tar.TypeReg, body: "f", mode: 0o4755}))
+	lay := filepath.Join(base, "layout")
+	p, err := layout.Write(lay, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	filepath.WalkDir(lay, func(p string, d fs.DirEntry, err error) error { return os.Chmod(p, 0o755) })
+	store := filepath.Join(base, "store")
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(store, nobody, nobody)
+	cmd := exec.Command(bin, "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "SODA_IMAGESTORE_HELPER=user", "SODA_STORE="+store, "SODA_LAYOUT="+lay, "HOME="+base)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "USER OK") {
+		t.Fatalf("helper as nobody: %v\n%s", err, out)
+	}
+}
+
+// userHelper is TestAsUser's unprivileged side.
+func userHelper() error {
+	ctx := context.Background()
+	s, err := Open(ctx, os.Getenv("SODA_STORE"), Options{})
+	if err != nil {
+		return err
+	}
+	im, err := s.Import(ctx, os.Getenv("SODA_LAYOUT"))
+	if err != nil {
+		return err
+	}
+	for p, mode := range map[string]fs.FileMode{"ro": fs.ModeDir | 0o555, "ro/f": 0o755} {
+		fi, err := os.Lstat(filepath.Join(im.Rootfs, p))
+		if err != nil {
+			return err
+		}
+		if uid, _ := owner(fi); uid != os.Getuid() || fi.Mode() != mode {
+			return fmt.Errorf("%s: owner %d mode %v, want %d %v", p, uid, fi.Mode(), os.Getuid(), mode)
+		}
+	}
+	if err := s.Remove(ctx, im.Digest); err != nil {
+		return err
+	}
+	if _, err := os.Stat(im.Rootfs); err == nil {
+		return errors.New("the rootfs survived")
+	}
+	return nil
 }

@@ -331,3 +331,54 @@ func TestUnpackCancelled(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+func TestUnpackOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files away")
+	}
+	layer := gzLayer(t,
+		entry{name: "d/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "d/f", typ: tar.TypeReg, body: "f", mode: 0o4750},
+		entry{name: "d/l", typ: tar.TypeSymlink, link: "f", mode: 0o777},
+	)
+	// tarStream writes the caller's uid; give them others.
+	var buf bytes.Buffer
+	zr, _ := gzip.NewReader(bytes.NewReader(layer))
+	tr := tar.NewReader(zr)
+	tw := tar.NewWriter(&buf)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		h.Uid, h.Gid = 1234, 5678
+		tw.WriteHeader(h)
+		io.Copy(tw, tr)
+	}
+	tw.Close()
+	owned := buf.Bytes()
+	for _, chown := range []bool{true, false} {
+		sb := newSandbox(t)
+		if _, err := Unpack(context.Background(), sb.root, []UnpackLayer{layerOf(owned)}, UnpackOptions{Chown: chown, KeepSetuid: true}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"d", "d/f", "d/l"} {
+			fi, err := os.Lstat(filepath.Join(sb.root, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid, gid := owner(fi)
+			want := [2]int{1234, 5678}
+			if !chown {
+				want = [2]int{os.Getuid(), os.Getgid()}
+			}
+			if [2]int{uid, gid} != want {
+				t.Errorf("chown %v: %s owned by %d:%d, want %v", chown, p, uid, gid, want)
+			}
+		}
+		// chown(2) clears setuid: the mode is set after the owner.
+		if fi, _ := os.Stat(filepath.Join(sb.root, "d/f")); fi.Mode()&fs.ModeSetuid == 0 || fi.Mode().Perm() != 0o750 {
+			t.Errorf("chown %v: d/f mode %v", chown, fi.Mode())
+		}
+	}
+}
