@@ -144,13 +144,7 @@ func imageCommand(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		repo := pos[0]
-		if i := strings.LastIndex(repo, "@"); i >= 0 {
-			repo = repo[:i]
-		} else if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
-			repo = repo[:i]
-		}
-		_, err = fmt.Fprintf(stdout, "%s@%s\n", repo, im.Digest)
+		_, err = fmt.Fprintf(stdout, "%s@%s\n", repoOf(pos[0]), im.Digest)
 		return err
 	case "import":
 		im, err := s.Import(ctx, pos[0])
@@ -193,6 +187,15 @@ func imageCommand(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+}
+
+// repoOf is ref without its tag or digest.
+func repoOf(ref string) string {
+	repo, _, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return repo
 }
 
 // imageJSON is an image as list --json and inspect print it.

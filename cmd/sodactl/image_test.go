@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/soda-project/soda/internal/imagestore"
 )
 
 // tinyImage is an image of one layer holding the file hello.
@@ -147,5 +149,29 @@ func TestImageCommands(t *testing.T) {
 	var help bytes.Buffer
 	if code := run([]string{"image", "--help"}, &help, io.Discard); code != 0 || !strings.Contains(help.String(), "sodactl image pull") {
 		t.Errorf("help: %d %q", code, help.String())
+	}
+}
+
+func TestRepoOf(t *testing.T) {
+	for ref, want := range map[string]string{
+		"alpine": "alpine", "alpine:3": "alpine", "127.0.0.1:5000/a/b:v1": "127.0.0.1:5000/a/b",
+		"127.0.0.1:5000/a/b": "127.0.0.1:5000/a/b", "r.example/a:v1@sha256:00": "r.example/a", "a@sha256:00": "a",
+	} {
+		if got := repoOf(ref); got != want {
+			t.Errorf("repoOf(%q) = %q, want %q", ref, got, want)
+		}
+	}
+}
+
+func TestProgressLines(t *testing.T) {
+	var buf bytes.Buffer
+	p := progressTo(&buf)
+	d := "sha256:" + strings.Repeat("ab", 32)
+	p(imagestore.Event{Kind: imagestore.EventFetch, Digest: d, Index: 0, Count: 2, Size: 3 << 20})
+	p(imagestore.Event{Kind: imagestore.EventUnpack, Digest: d, Index: 1, Count: 2})
+	p(imagestore.Event{Kind: imagestore.EventStored, Digest: d})
+	want := "fetching layer 1/2 sha256:abababababab (3.0M)\nunpacking layer 2/2 sha256:abababababab\nstored " + d + "\n"
+	if buf.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }

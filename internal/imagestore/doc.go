@@ -16,6 +16,9 @@
 //	leases/HEX/ID         a user of image HEX, held by flock (Lease)
 //	tmp/                  work in progress: partial blobs, unpacks
 //
+// The directory must be the caller's and writable by it alone (Open
+// refuses another's, a group- or world-writable one, or a symbolic link):
+// whoever could write it could choose a sandbox's root.
 // Every blob is hashed while it is written to tmp/ and renamed into
 // blobs/ only when its digest and size match the descriptor; a pull
 // stages all of its blobs first, so a mismatch stores nothing. An unpack

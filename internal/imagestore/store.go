@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -83,6 +84,15 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	s := &Store{dir: dir, opts: opts}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("image store: %w", err)
+	}
+	// Whoever else could write the store could put an image's root in
+	// it: it must be the caller's alone.
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("image store: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("image store %s: not a directory of uid %d writable by it alone", dir, os.Geteuid())
 	}
 	for _, d := range []string{"blobs/sha256", "images", "rootfs", "leases", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
@@ -187,10 +197,10 @@ type Image struct {
 
 // Layer is one layer of an Image.
 type Layer struct {
-	Digest    string `json:"digest"`
-	DiffID    string `json:"diffID"`
-	Size      int64  `json:"size"`
-	MediaType string `json:"mediaType"`
+	Digest    string `json:"digest"`    // the compressed blob's
+	DiffID    string `json:"diffID"`    // the uncompressed tar stream's (config rootfs.diff_ids)
+	Size      int64  `json:"size"`      // the compressed blob's
+	MediaType string `json:"mediaType"` // gzip, zstd or plain tar, Docker or OCI
 }
 
 // Size is the image's compressed size.

@@ -868,3 +868,21 @@ func userHelper() error {
 	}
 	return nil
 }
+
+func TestOpenRefusesSharedDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), dir, Options{}); err == nil || !strings.Contains(err.Error(), "alone") {
+		t.Errorf("a world-writable store: %v", err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(t.TempDir(), link)
+	if _, err := Open(context.Background(), link, Options{}); err == nil {
+		t.Error("a store through a symbolic link was opened")
+	}
+	if _, err := Open(context.Background(), "rel/store", Options{}); err == nil {
+		t.Error("a relative store was opened")
+	}
+}
