@@ -51,15 +51,18 @@
 // resolves every name itself, as the kernel would inside a sandbox whose
 // root is the image: an absolute name (/etc/x) is taken relative to the
 // image root, and an absolute symbolic link met on the way (/var/run ->
-// /run) is followed from the image root, never from the host's. A
-// relative link whose ".." would climb above the image root, a name with
-// a ".." component and a hard link whose target is not inside the image
-// are refused. Device nodes and FIFOs are skipped (reported, not
-// created); setuid, setgid and sticky bits are dropped unless
-// UnpackOptions.KeepSetuid; extended attributes are all dropped (file
-// capabilities included); entries, per-file and total sizes, path lengths
-// and the decompressed bytes of each layer (gzip, zstd or plain tar) are
-// bounded by Limits. Each refusal is an *EntryError naming the layer
-// digest and the entry. Run as root, owners and modes come from the tar
-// headers; run as a user, files belong to the user.
+// /run) is followed from the image root, never from the host's (os.Root
+// alone would refuse it). A symbolic link whose ".." climbs above the
+// image root, met on the way to an entry (the link itself is kept), a
+// name with a ".." component, and a hard link whose target is not a file
+// inside the image are refused. Device nodes and FIFOs are skipped
+// (reported in UnpackReport, not created: /dev is soda's to give); setuid
+// and setgid bits are dropped unless UnpackOptions.KeepSetuid (the sticky
+// bit is kept); extended attributes are all dropped, file capabilities
+// included. Entries, per-file and total sizes, path lengths and the
+// decompressed bytes of each layer (gzip, zstd or plain tar, detected by
+// magic) are bounded by Limits, and each layer's uncompressed digest is
+// checked against the config's diff_id. Each refusal is an *EntryError
+// naming the layer digest and the entry. Run as root, owners and modes
+// come from the tar headers; run as a user, files belong to the user.
 package imagestore
