@@ -34,6 +34,10 @@ Commands:
   top [--once] [--interval DURATION]
         A live view of every soda daemon's metrics: sessions, calls/s,
         p99, refusals; sandboxes and their egress ('sodactl top --help').
+  image pull|import|list|inspect|rm|prune
+        The store of OCI images sandboxes run on: pull from a registry,
+        import an OCI layout or a 'docker save' archive, list, inspect,
+        remove ('sodactl image --help').
   mcp list
         List the configured and the running MCP servers with their
         units' state.
@@ -237,6 +241,8 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return usagef("sodactl", "missing command")
 	}
 	switch rest[0] {
+	case "image":
+		return imageCommand(rest[1:], stdout, stderr)
 	case "mcp":
 		return mcpCommand(opts, rest[1:], stdout, stderr)
 	case "run":
@@ -251,7 +257,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	case "help":
 		return &helpRequest{rootUsage}
 	default:
-		return usagef("sodactl", "unknown command %q (known: mcp, run, sandbox, top, validate)", rest[0])
+		return usagef("sodactl", "unknown command %q (known: image, mcp, run, sandbox, top, validate)", rest[0])
 	}
 }
 

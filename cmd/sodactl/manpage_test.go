@@ -34,6 +34,7 @@ func TestManPageFlags(t *testing.T) {
 		so       sandboxOptions
 		sessions sessionOptions
 		to       topOptions
+		io       imageOptions
 	)
 	root := command("sodactl", rootFlags(&opts, &version), rootUsage, optionsPage)
 	mcp := command("sodactl mcp", clientConfigFlags(&opts, &client), mcpUsage, optionsPage)
@@ -45,10 +46,13 @@ func TestManPageFlags(t *testing.T) {
 	(&validateOptions{}).bind(vfs)
 	vfs.StringVar(&client, "client", "", "")
 	validate := command("sodactl validate", vfs, validateUsage, doccheck.Section(man, "## VALIDATE OPTIONS"), optionsPage)
-	for _, c := range []doccheck.Command{root, mcp, run, sandbox, sandboxMCP, top, validate} {
+	imagePage := doccheck.Section(man, "# IMAGES")
+	image := command("sodactl image", io.flagSet(), imageUsage, imagePage)
+	for _, c := range []doccheck.Command{root, mcp, run, sandbox, sandboxMCP, top, validate, image} {
 		t.Run(c.Name, func(t *testing.T) { c.Check(t) })
 	}
 	t.Run("OPTIONS", func(t *testing.T) { doccheck.CheckDefined(t, optionsPage, root, mcp, run, top, validate) })
+	t.Run("IMAGES", func(t *testing.T) { doccheck.CheckDefined(t, imagePage, image) })
 	t.Run("RUN OPTIONS", func(t *testing.T) { doccheck.CheckDefined(t, runPage, run) })
 	t.Run("SESSION OPTIONS", func(t *testing.T) { doccheck.CheckDefined(t, sessionPage, sandboxMCP) })
 }
@@ -61,7 +65,8 @@ func TestManPageCommands(t *testing.T) {
 	}
 	for _, cmd := range []string{"run", "sandbox list", "sandbox status", "sandbox kill", "sandbox grant", "sandbox revoke",
 		"sandbox audit", "sandbox profiles", "sandbox mcp", "top", "mcp list", "mcp status", "mcp token", "mcp client-config",
-		"validate token", "validate client-config"} {
+		"validate token", "validate client-config",
+		"image pull", "image import", "image list", "image inspect", "image rm", "image prune"} {
 		if !bytes.Contains(man, []byte("**"+cmd+"**")) && !bytes.Contains(man, []byte("**sodactl "+cmd+"**")) {
 			t.Errorf("sodactl(1) lacks **%s**", cmd)
 		}
