@@ -55,7 +55,8 @@ Options:
   --direct                 build the sandbox in sodactl even if sodad runs
                            (needed for --unprotect, --audit-json,
                            --audit-json-max, --allow-degraded, --config-dir,
-                           --token-file, --llm, --secret and --allow-http)
+                           --token-file, --llm, --secret, --allow-http
+                           and --image)
   --mcp NAME[,NAME...]     grant the MCP server soda-mcp@NAME (repeatable)
   --mcp-config FILE        the agent's own MCP configuration (Claude Code's
                            .mcp.json, Codex's config.toml, OpenCode's
@@ -95,6 +96,13 @@ Options:
                            on HOST:PORT (TLS terminated, still needs
                            --allow) only requests with these methods (*:
                            any) under PATH; others get 403 (repeatable)
+  --image REF              the sandbox's system is the image REF
+                           (REPO:TAG, REPO@sha256:DIGEST or sha256:DIGEST)
+                           from the image store instead of the host's /usr,
+                           /etc, ...; read-only, shared; pulled first if
+                           it is not in the store (see sodactl image)
+  --image-store DIR        the image store (default /var/lib/soda/images,
+                           a user's $XDG_DATA_HOME/soda/images)
   --allow HOST:PORT[,...]  grant HOST:PORT through the proxy; *.example.com:443
                            grants every subdomain (repeatable)
   --allow-private HOST:PORT
@@ -194,6 +202,7 @@ type runOptions struct {
 	llm, llmKey, upstreamCA   repeatFlag // the model gateway
 	llmBudget                 string
 	secret, allowHTTP         repeatFlag // TLS terminated by the proxy
+	image, imageStore         string     // the sandbox's system from an image
 }
 
 // flagSet returns the flags of "sodactl run", bound to ro and, for the
@@ -233,6 +242,8 @@ func (ro *runOptions) flagSet(opts *options) *flag.FlagSet {
 	fs.StringVar(&ro.llmBudget, "llm-budget", "", "")
 	fs.Var(&ro.secret, "secret", "")
 	fs.Var(&ro.allowHTTP, "allow-http", "")
+	fs.StringVar(&ro.image, "image", "", "")
+	fs.StringVar(&ro.imageStore, "image-store", "", "")
 	return fs
 }
 
@@ -278,9 +289,9 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 		return exitSandbox, err
 	}
 	if client != nil {
-		if keys != nil {
+		if keys != nil || ro.image != "" {
 			client.Close()
-			return exitSandbox, usagef("sodactl run", "--llm, --secret and --allow-http are not available through sodad yet (--profile %s); add --direct", ro.profile)
+			return exitSandbox, usagef("sodactl run", "--llm, --secret, --allow-http and --image are not available through sodad yet (--profile %s); add --direct", ro.profile)
 		}
 		return runViaSodad(ctx, client, opts, &ro, spec, perrunConfig, stdout, stderr, log)
 	}
@@ -302,6 +313,11 @@ func runDirect(ctx context.Context, opts *options, ro *runOptions, spec sandbox.
 	}
 	defer perrun.close()
 	perrun.apply(&spec)
+	releaseImage, err := runImage(ctx, ro, &spec, stderr)
+	if err != nil {
+		return exitSandbox, err
+	}
+	defer releaseImage()
 	keys, err := keysFor(kc, &spec, log)
 	if err != nil {
 		return exitSandbox, err

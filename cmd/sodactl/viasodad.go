@@ -91,6 +91,7 @@ func (ro *runOptions) directOnly(opts *options) []string {
 		{"--llm", len(ro.llm) > 0},
 		{"--secret", len(ro.secret) > 0},
 		{"--allow-http", len(ro.allowHTTP) > 0},
+		{"--image", ro.image != ""},
 	} {
 		if o.set {
 			used = append(used, o.name)

@@ -21,7 +21,7 @@ func TestRootFS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin", "probe"), "./testdata/rootfsprobe")
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin", "probe"), "github.com/soda-project/soda/test/images/probe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the image's program: %v\n%s", err, out)

@@ -1,5 +1,6 @@
-// Command rootfsprobe is the one program of the test image of
-// TestRootFS: it says what the sandbox's root holds.
+// Command probe is the one program of the test image of
+// test/images (and internal/sandbox TestRootFS): it says what the
+// sandbox's root holds.
 package main
 
 import (

@@ -1,0 +1,175 @@
+// Package imagestest runs sandboxes on OCI images for real on this host:
+// an image the test builds (a static program and an os-release), served
+// by go-containerregistry's registry on loopback, pulled by sodactl image
+// pull and run by sodactl run --image as root.
+package imagestest
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/soda-project/soda/test/testkit"
+)
+
+// image builds the test image: /bin/probe (static), /etc/os-release.
+func image(t *testing.T, bin string) []byte {
+	t.Helper()
+	probe := filepath.Join(bin, "probe")
+	build := exec.Command("go", "build", "-o", probe, "./probe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the image's program: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range []struct {
+		name string
+		mode int64
+		data []byte
+		dir  bool
+	}{
+		{name: "bin/", mode: 0o755, dir: true}, {name: "bin/probe", mode: 0o755, data: data},
+		{name: "etc/", mode: 0o755, dir: true}, {name: "etc/os-release", mode: 0o644, data: []byte("ID=soda-image-test\n")},
+	} {
+		h := &tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(e.data)), Typeflag: tar.TypeReg}
+		if e.dir {
+			h.Typeflag = tar.TypeDir
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// treeSum is a digest of every path, mode and content below dir.
+func treeSum(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		io.WriteString(h, rel+" "+info.Mode().String()+"\n")
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestRunImage(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testkit.SkipHostLacks(t, "root: sodactl run's sandbox on this host needs it here (CI runs as root)")
+	}
+	testkit.RequireSandbox(t)
+	bin, err := testkit.BuildBinaries("soda-images-", "sodactl", "soda-sandbox-init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	layerData := image(t, t.TempDir())
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	repo := strings.TrimPrefix(srv.URL, "http://") + "/soda/probe"
+	ref, _ := name.ParseReference(repo + ":1")
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := img.Digest()
+	store := filepath.Join(bin, "store")
+	sodactl := func(args ...string) (string, string, int) {
+		cmd := exec.Command(filepath.Join(bin, "sodactl"), args...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	out, errOut, code := sodactl("image", "pull", "--store", store, repo+":1")
+	if code != 0 || !strings.Contains(out, digest.String()) {
+		t.Fatalf("sodactl image pull: exit %d\n%s\n%s", code, out, errOut)
+	}
+	rootfs := filepath.Join(store, "rootfs", strings.TrimPrefix(digest.String(), "sha256:"))
+	before := treeSum(t, rootfs)
+
+	for _, ref := range []string{repo + ":1", repo + "@" + digest.String()} {
+		out, errOut, code := sodactl("run", "--direct", "--image-store", store, "--image", ref, "--", "/bin/probe")
+		if code != 0 {
+			t.Fatalf("sodactl run --image %s: exit %d\n%s\n%s", ref, code, out, errOut)
+		}
+		for _, want := range []string{`os-release: "ID=soda-image-test\n"`, "stat /usr/bin/env: false", "stat /bin/sh: false", "write /bin/written: false", "write home: true"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("--image %s: output lacks %q:\n%s", ref, want, out)
+			}
+		}
+		if !strings.Contains(ref, "@") && !strings.Contains(errOut, "is "+digest.String()) {
+			t.Errorf("--image by tag: the digest it resolved to is not printed:\n%s", errOut)
+		}
+	}
+	if after := treeSum(t, rootfs); after != before {
+		t.Error("the image's root changed during the runs")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(store, "rootfs")); len(ents) != 1 {
+		t.Errorf("%d unpacked roots for one image, want 1 shared", len(ents))
+	}
+	// An image not in the store is pulled by the run; one that does not
+	// exist fails before anything runs, with 125.
+	if _, errOut, code := sodactl("run", "--direct", "--image-store", filepath.Join(bin, "store2"), "--image", repo+":1", "--", "/bin/probe"); code != 0 || !strings.Contains(errOut, "pulling it") {
+		t.Errorf("--image not yet stored: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, code := sodactl("run", "--direct", "--image-store", store, "--image", repo+":nope", "--", "/bin/probe"); code != 125 {
+		t.Errorf("--image of a missing tag: exit %d, want 125\n%s", code, errOut)
+	}
+}
