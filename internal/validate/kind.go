@@ -57,6 +57,13 @@ type Kind struct {
 	ReadOnlyPaths []string
 	// Env is the validator's extra environment (NAME=VALUE).
 	Env []string
+	// Image, if set, is the image (REPO@sha256:DIGEST: never a tag) whose
+	// root is the system of each call's sandbox: Command[0] is then a
+	// path inside it. ImageStore is the store it is taken from (empty:
+	// the default, imagestore.DefaultDir). The daemon sets ImageRoot and
+	// ImageDigest from the store when it starts.
+	Image, ImageStore      string
+	ImageRoot, ImageDigest string
 	// Listen is the loopback address of soda-validate@KIND.socket
 	// ([Listener] Listen=, for soda-generator; "" for stdio only).
 	Listen string
@@ -147,6 +154,18 @@ func (k *Kind) apply(o serverconf.Option) error {
 			}
 		}
 		k.Command = argv
+	case "Validator.Image":
+		repo, digest, ok := strings.Cut(v, "@")
+		if !ok || repo == "" || !strings.HasPrefix(digest, "sha256:") || len(digest) != len("sha256:")+64 ||
+			strings.Trim(digest[len("sha256:"):], "0123456789abcdef") != "" {
+			return fmt.Errorf("%q: a validator names its image by digest, REPO@sha256:HEX (a tag could change under the verdicts; sodactl image pull prints the digest)", v)
+		}
+		k.Image = v
+	case "Validator.ImageStore":
+		if !filepath.IsAbs(v) || filepath.Clean(v) != v {
+			return errors.New("the image store must be an absolute, clean path")
+		}
+		k.ImageStore = v
 	case "Validator.EndOfOptions":
 		if v != "" && (!strings.HasPrefix(v, "-") || strings.ContainsAny(v, " \t")) {
 			return fmt.Errorf("%q: one argument that begins with - (such as --), or empty for none", v)
@@ -235,7 +254,7 @@ func (k *Kind) apply(o serverconf.Option) error {
 		}
 		k.Deadline = d
 	default:
-		return errors.New("unknown key (known: Validator.ExecStart, EndOfOptions, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline, TmpSize, HomeSize)")
+		return errors.New("unknown key (known: Validator.ExecStart, EndOfOptions, Files, Output, ValidExit, InvalidExit, ReadOnlyPaths, Environment, Image, ImageStore; Listener.Listen; Limits.MemoryMax, TasksMax, CPUQuota, Deadline, TmpSize, HomeSize)")
 	}
 	return nil
 }

@@ -29,7 +29,13 @@ const (
 // worker starts and checked before each call by stat identity, rehashed
 // only when something changed.
 type tool struct {
-	binary    string
+	// image is the manifest digest of the image the validator runs in
+	// ("": the host's system); binary is then below the image's root.
+	image  string
+	binary string
+	// shown is the binary's path as the kind names it (inside the
+	// image, if any): what the digest records.
+	shown     string
 	binarySum string
 	binaryID  binID
 	trees     []*tree
@@ -58,11 +64,18 @@ type treeEntry struct {
 
 // newTool digests the validator's binary and trees.
 func newTool(binary string, roots []string) (*tool, error) {
+	return newToolIn("", binary, binary, roots)
+}
+
+// newToolIn is newTool for a validator in the image of manifest digest
+// image ("": the host's system), binary being its path on the host and
+// shown the kind's.
+func newToolIn(image, binary, shown string, roots []string) (*tool, error) {
 	sum, err := fileDigest(binary)
 	if err != nil {
 		return nil, fmt.Errorf("validator %s: %w", binary, err)
 	}
-	t := &tool{binary: binary, binarySum: sum, binaryID: statID(binary)}
+	t := &tool{image: image, binary: binary, shown: shown, binarySum: sum, binaryID: statID(binary)}
 	for _, root := range roots {
 		tr, err := hashTree(root, MaxTreeEntries, MaxTreeBytes)
 		if err != nil {
@@ -74,14 +87,19 @@ func newTool(binary string, roots []string) (*tool, error) {
 	return t, nil
 }
 
-// validatorDigest is sha256 over, for the binary and then each tree in
-// the kind's order, a record of NUL-terminated fields: "binary", its
-// path, its sha256; "tree", its path, its tree digest.
+// validatorDigest is sha256 over, for the image (if any), the binary and
+// then each tree in the kind's order, a record of NUL-terminated fields:
+// "image", its manifest digest; "binary", its path, its sha256; "tree",
+// its path, its tree digest.
 func (t *tool) validatorDigest() string {
 	h := sha256.New()
 	field := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	if t.image != "" {
+		field("image")
+		field(t.image)
+	}
 	field("binary")
-	field(t.binary)
+	field(t.shown)
 	field(t.binarySum)
 	for _, tr := range t.trees {
 		field("tree")

@@ -41,6 +41,9 @@ type Digests struct {
 	Validator       string            `json:"validator"`
 	ValidatorBinary string            `json:"validator_binary"`
 	ValidatorTrees  map[string]string `json:"validator_trees,omitempty"`
+	// Image is the manifest digest (sha256:HEX) of the image the
+	// validator ran in, part of Validator; empty on the host's system.
+	Image string `json:"image,omitempty"`
 }
 
 // Limits are the limits a call ran under.
@@ -179,6 +182,11 @@ func statement(v *Verdict, k *Kind) Statement {
 			{Name: k.Path, Digest: map[string]string{"sha256": v.Digests.Config}},
 			{Name: k.Command[0], Digest: map[string]string{"sha256": v.Digests.ValidatorBinary}},
 		}}
+	// The image the validator ran in, by its manifest digest.
+	if v.Digests.Image != "" {
+		p.Configuration = append(p.Configuration, ResourceDescriptor{Name: k.Image,
+			Digest: map[string]string{"sha256": strings.TrimPrefix(v.Digests.Image, "sha256:")}})
+	}
 	// Each tree, and the validator digest over the binary and them.
 	for _, root := range k.ReadOnlyPaths {
 		if d, ok := v.Digests.ValidatorTrees[root]; ok {

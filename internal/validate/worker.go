@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -69,7 +70,11 @@ const DefaultSettle = 90 * time.Second
 // fails each call until a restart. A worker whose
 // owner record is poisoned starts no sandbox and refuses every call.
 func NewWorker(k *Kind, b sandboxsession.Backend, owner *Owner, log *slog.Logger) (*Worker, error) {
-	tl, err := newTool(k.Command[0], k.ReadOnlyPaths)
+	binary := k.Command[0]
+	if k.ImageRoot != "" {
+		binary = filepath.Join(k.ImageRoot, k.Command[0])
+	}
+	tl, err := newToolIn(k.ImageDigest, binary, k.Command[0], k.ReadOnlyPaths)
 	if err != nil {
 		return nil, err
 	}
@@ -361,6 +366,7 @@ func (w *Worker) newVerdict(files []File) *Verdict {
 	v.Digests.Sources, v.Digests.All = digests(files)
 	v.Digests.Config, v.Digests.Validator = k.Digest, w.tool.digest
 	v.Digests.ValidatorBinary, v.Digests.ValidatorTrees = w.tool.binarySum, w.tool.treeSums()
+	v.Digests.Image = w.tool.image
 	return v
 }
 

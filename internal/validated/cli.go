@@ -19,9 +19,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/soda-project/soda/internal/imagestore"
 	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/sandboxsession"
@@ -177,6 +179,42 @@ func newLinuxEngine(log *slog.Logger) (sandboxEngine, error) {
 	return linuxEngine{e}, nil
 }
 
+// kindImage takes the kind's Image= from its store: the image must be
+// there (sodactl image pull puts it), it is leased while the worker runs,
+// and its root is each call's system; the kind learns its root and
+// manifest digest, which the verdicts attest.
+func kindImage(ctx context.Context, k *validate.Kind, tmpl *sandbox.Spec) (release func(), err error) {
+	if k.Image == "" {
+		return func() {}, nil
+	}
+	dir := k.ImageStore
+	if dir == "" {
+		if dir, err = imagestore.DefaultDir(os.Geteuid(), os.Getenv); err != nil {
+			return nil, fmt.Errorf("Image=%s: %w", k.Image, err)
+		}
+	}
+	s, err := imagestore.Open(ctx, dir, imagestore.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("Image=%s: %w", k.Image, err)
+	}
+	im, err := s.Inspect(ctx, k.Image)
+	if err != nil {
+		return nil, fmt.Errorf("Image=%s: %w (sodactl image pull --store %s %s puts it there)", k.Image, err, dir, k.Image)
+	}
+	release, err = s.Lease(ctx, im.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("Image=%s: %w", k.Image, err)
+	}
+	root, err := filepath.EvalSymlinks(im.Rootfs)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("Image=%s: its root: %w", k.Image, err)
+	}
+	k.ImageRoot, k.ImageDigest = root, im.Digest
+	tmpl.RootFS, tmpl.Image = root, k.Image
+	return release, nil
+}
+
 // run serves kind o.kind until ctx ends, a signal comes or stdin ends
 // (stdio), on the engine newEngine makes.
 func run(ctx context.Context, o opts, log *slog.Logger, newEngine func(*slog.Logger) (sandboxEngine, error), stdin io.Reader, stdout io.Writer) error {
@@ -188,6 +226,11 @@ func run(ctx context.Context, o opts, log *slog.Logger, newEngine func(*slog.Log
 	// private /tmp and home, so that all a call can write is bounded.
 	tmpl := sandbox.Spec{NoNetwork: true, ReadOnly: k.ReadOnlyPaths, Env: k.Env,
 		Limits: sandbox.Limits{MemoryMax: k.MemoryMax, TasksMax: k.TasksMax, CPUPercent: k.CPUPercent, TmpSize: k.TmpSize, HomeSize: k.HomeSize}}
+	release, err := kindImage(ctx, k, &tmpl)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if o.degraded != "" {
 		if tmpl.AllowDegraded, err = sandbox.ParseLayers(o.degraded); err != nil {
 			return fmt.Errorf("--allow-degraded: %w", err)

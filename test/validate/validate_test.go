@@ -92,6 +92,7 @@ type verdict struct {
 		Config          string            `json:"config"`
 		Validator       string            `json:"validator"`
 		ValidatorBinary string            `json:"validator_binary"`
+		Image           string            `json:"image"`
 	} `json:"digests"`
 	Limits struct {
 		MemoryMax int64  `json:"memory_max"`
