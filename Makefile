@@ -17,6 +17,8 @@
 #   make bench-validate soda-validated over HTTP against shellcheck directly
 #   make bench-conformance  the MCP conformance runner, reference vs soda-mcpd
 #   make bench-llm  the model gateway against a direct TLS request, in one run
+#   make bench-images  sodactl run --image against the host's root; image pull
+#                   against crane export | tar -x (root)
 #   make bench-compare BEFORE=REV  this checkout against REV on soda's figures of
 #                   bench, bench-sandbox and bench-sessions, in one run
 #   make man        render man pages
@@ -31,7 +33,7 @@ EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dis
 # Linux stays in _linux.go files and every package that only describes,
 # requests or audits sandboxes type-checks on other systems.
 
-.PHONY: all build build-note test check fuzz test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance bench-llm bench-compare man clean
+.PHONY: all build build-note test check fuzz test-go test-node test-hostload lint deps-test run bench bench-sandbox bench-sodad bench-sessions bench-validate bench-mcpconfig bench-metrics bench-conformance bench-llm bench-images bench-compare man clean
 
 # The man pages need nothing the binaries do not: go-md2man comes from the
 # Go module proxy as the product's modules do (tools/go.mod).
@@ -180,6 +182,10 @@ bench-conformance:
 # upstream, in one run: added latency, time to first byte, throughput.
 bench-llm:
 	bash bench/llm.sh
+
+bench-images:
+	@mkdir -p bench/results
+	SODA_BENCH=1 SODA_BENCH_OUT=$(CURDIR)/bench/results/latest-images.md $(GO) test -count=1 -v -run TestBenchImages ./test/images/
 
 # This checkout ("after") against BEFORE (a git revision, built in a temporary
 # worktree) on soda's own figures of bench, bench-sandbox (root) and

@@ -5,7 +5,8 @@
 // diagnostic; it exits 1 if one does not, 0 otherwise. Called as tar,
 // it does what a validator's sandbox asks of tar to write the sources in
 // (tar -x -f - -C DIR: regular files and directories only), for an image
-// that has no tar of its own.
+// that has no tar of its own. Called as true, it exits 0 (the start-up
+// benchmark's command).
 package main
 
 import (
@@ -18,7 +19,10 @@ import (
 )
 
 func main() {
-	if filepath.Base(os.Args[0]) == "tar" {
+	switch filepath.Base(os.Args[0]) {
+	case "true":
+		return
+	case "tar":
 		os.Exit(untar(os.Args[1:]))
 	}
 	if len(os.Args) > 1 {
