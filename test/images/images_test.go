@@ -1,7 +1,7 @@
 // Package imagestest runs sandboxes on OCI images for real on this host:
 // an image the test builds (a static program and an os-release), served
 // by go-containerregistry's registry on loopback, pulled by sodactl image
-// pull and run by sodactl run --image as root.
+// pull and run by sodactl run --image, as root and as the user nobody.
 package imagestest
 
 import (
@@ -15,8 +15,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -171,5 +174,82 @@ func TestRunImage(t *testing.T) {
 	}
 	if _, errOut, code := sodactl("run", "--direct", "--image-store", store, "--image", repo+":nope", "--", "/bin/probe"); code != 125 {
 		t.Errorf("--image of a missing tag: exit %d, want 125\n%s", code, errOut)
+	}
+}
+
+// TestRunImageAsUser: an unprivileged user (nobody, in the sandbox
+// without a delegated cgroup: --allow-degraded cgroup) pulls the image
+// into the store of its own home and runs on it.
+func TestRunImageAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testkit.SkipHostLacks(t, "root: to run the test's user as nobody (CI runs as root)")
+	}
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		testkit.SkipHostLacks(t, "a user nobody: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+	if out, err := func() ([]byte, error) {
+		c := exec.Command("unshare", "--user", "--map-root-user", "true")
+		c.SysProcAttr, c.Dir = cred, "/"
+		return c.CombinedOutput()
+	}(); err != nil {
+		testkit.SkipHostLacks(t, "unprivileged user namespaces (unshare --user as nobody: %v %s)", err, out)
+	}
+	bin, err := testkit.BuildBinaries("soda-images-user-", "sodactl", "soda-sandbox-init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	home, runtime := filepath.Join(bin, "home"), filepath.Join(bin, "run")
+	for _, d := range []string{home, runtime} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	layerData := image(t, t.TempDir())
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := mutate.AppendLayers(empty.Image, layer)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/soda/probe:1"
+	r, _ := name.ParseReference(ref)
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	as := func(args ...string) (string, string, int) {
+		cmd := exec.Command(filepath.Join(bin, "sodactl"), args...)
+		cmd.SysProcAttr, cmd.Dir = cred, "/"
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "USER=nobody", "XDG_RUNTIME_DIR=" + runtime}
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, errOut, code := as("image", "pull", ref); code != 0 {
+		t.Fatalf("nobody: sodactl image pull: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".local", "share", "soda", "images")); err != nil {
+		t.Errorf("the user's store is not in its home: %v", err)
+	}
+	out, errOut, code := as("run", "--direct", "--allow-degraded", "cgroup", "--image", ref, "--", "/bin/probe")
+	if code != 0 {
+		t.Fatalf("nobody: sodactl run --image: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{`os-release: "ID=soda-image-test\n"`, "stat /usr/bin/env: false", "write /bin/written: false", "write home: true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("nobody: output lacks %q:\n%s", want, out)
+		}
 	}
 }
