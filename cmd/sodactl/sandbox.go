@@ -225,6 +225,9 @@ func writeStatus(w io.Writer, p sodadclient.Properties) error {
 	fmt.Fprintf(tw, "Profile:\t%s\n", p.Profile)
 	fmt.Fprintf(tw, "Unit:\t%s\n", p.Unit)
 	fmt.Fprintf(tw, "State:\t%s\n", state)
+	if p.Image != "" {
+		fmt.Fprintf(tw, "Image:\t%s\n", p.Image)
+	}
 	if !p.Created.IsZero() {
 		fmt.Fprintf(tw, "Created:\t%s\n", p.Created.Format(time.RFC3339))
 	}

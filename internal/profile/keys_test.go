@@ -61,3 +61,24 @@ func TestKeys(t *testing.T) {
 		t.Error("NoNetwork with keys parsed")
 	}
 }
+
+func TestImage(t *testing.T) {
+	d := strings.Repeat("ab", 32)
+	for _, tc := range []struct{ v, err string }{
+		{v: "registry.example.com/tools@sha256:" + d},
+		{v: "registry.example.com/tools:1", err: "by digest"},
+		{v: "registry.example.com/tools@sha256:" + d[:10], err: "by digest"},
+		{v: "@sha256:" + d, err: "by digest"},
+	} {
+		p, err := Parse("f", "k", []byte("[Profile]\nUsers=alice\nImage="+tc.v+"\n"))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Image=%s: %v, want %q", tc.v, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || p.Image != tc.v {
+			t.Errorf("Image=%s: %v %q", tc.v, err, p.Image)
+		}
+	}
+}

@@ -141,6 +141,9 @@ type Profile struct {
 	Limits Limits
 	// Keys are the credentials its sandboxes use without holding them.
 	Keys Keys
+	// Image, if set, is the image (REPO@sha256:DIGEST, never a tag)
+	// whose root is its sandboxes' system instead of the host's.
+	Image string
 
 	// lookupUser and lookupGroup map names to ids (os/user; tests swap
 	// them).
@@ -271,7 +274,7 @@ func Parse(file, name string, data []byte) (*Profile, error) {
 
 // single are the keys that may be set only once.
 var single = map[string]bool{
-	"Profile.Description": true, "Grants.NoNetwork": true, "Grants.PerRunMCP": true,
+	"Profile.Description": true, "Profile.Image": true, "Grants.NoNetwork": true, "Grants.PerRunMCP": true,
 	"Limits.MemoryMax": true, "Limits.TasksMax": true, "Limits.CPUQuota": true, "Limits.CPUWeight": true,
 	"Limits.Timeout": true, "Limits.TmpSize": true, "Limits.HomeSize": true, "Limits.WorkspaceSize": true,
 	"Keys.LLMBudget": true,
@@ -324,8 +327,13 @@ func (p *Profile) apply(o serverconf.Option) error {
 			})
 		case "Groups":
 			return addList(&p.Groups, v, func(w string) (string, error) { return w, serverconf.CheckUserName(w) })
+		case "Image":
+			if !pinnedImage(v) {
+				return fmt.Errorf("%q: a profile names its image by digest, REPO@sha256:HEX (a tag could change under its sandboxes; sodactl image pull prints the digest)", v)
+			}
+			p.Image = v
 		default:
-			return errors.New("unknown key (known: Description, Users, Groups)")
+			return errors.New("unknown key (known: Description, Users, Groups, Image)")
 		}
 	case "Grants":
 		switch o.Name {
@@ -486,4 +494,11 @@ func resolveID(s string, lookup func(string) (uint32, bool)) (uint32, bool) {
 		return uint32(n), true
 	}
 	return lookup(s)
+}
+
+// pinnedImage reports whether v is REPO@sha256:HEX.
+func pinnedImage(v string) bool {
+	repo, digest, ok := strings.Cut(v, "@")
+	hex, isSHA := strings.CutPrefix(digest, "sha256:")
+	return ok && repo != "" && isSHA && len(hex) == 64 && strings.Trim(hex, "0123456789abcdef") == ""
 }

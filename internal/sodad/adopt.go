@@ -34,10 +34,10 @@ func (d *Daemon) storeHandover(b *box) {
 	if !d.cfg.FDStore.Available() {
 		return
 	}
-	if b.keys != nil {
-		// Its keys (gateway, terminator) live in this process: a
-		// successor could not serve them.
-		d.log.Debug("sandbox with the profile's keys: a restart of sodad will end it", "sandbox", b.id)
+	if b.keys != nil || b.releaseImage != nil {
+		// Its keys (gateway, terminator) and its image's lease live in
+		// this process: a successor could not serve or hold them.
+		d.log.Debug("sandbox with the profile's keys or image: a restart of sodad will end it", "sandbox", b.id)
 		return
 	}
 	if b.perRun {

@@ -46,6 +46,10 @@ type box struct {
 	// gateway, its TLS terminator), held by this sodad; a restart of
 	// sodad ends the sandbox.
 	keys *hostkeys.Keys
+	// image is the profile's Image= the sandbox runs on; releaseImage
+	// ends this sodad's lease on it (nil: none).
+	image        string
+	releaseImage func()
 
 	stopping atomic.Bool
 	done     atomic.Bool
@@ -118,7 +122,7 @@ func (b *box) propMap(eff profile.Request, limits map[string]uint64) prop.Map {
 		"MCP": t(nz(slices.Clone(b.mcp))), "Allow": t(grantStrings(b.allow)), "AllowPrivate": t(grantStrings(b.allowPrivate)),
 		"ReadWritePaths": c(nz(eff.ReadWrite)), "ReadOnlyPaths": c(nz(eff.ReadOnly)), "NoNetwork": c(eff.NoNetwork),
 		"Limits": c(limits), "Result": t(""), "ExitStatus": t(int32(-1)), "ExitedTimestamp": t(uint64(0)),
-		"Keys": c(nz(b.keys.Describe())), "ModelTokens": {Value: b.modelTokens(), Emit: prop.EmitFalse},
+		"Keys": c(nz(b.keys.Describe())), "Image": c(b.image), "ModelTokens": {Value: b.modelTokens(), Emit: prop.EmitFalse},
 	}}
 }
 
@@ -163,6 +167,14 @@ func noSuchSandbox(id string) error {
 
 func (b *box) details() map[string]string {
 	return map[string]string{"sandbox": b.id, "profile": b.profile, "owner": fmt.Sprint(b.owner)}
+}
+
+// endImage ends the lease on the sandbox's image, once.
+func (b *box) endImage() {
+	if b.releaseImage != nil {
+		b.releaseImage()
+		b.releaseImage = nil
+	}
 }
 
 // modelTokens is the ModelTokens property: the tokens spent through the
@@ -458,6 +470,7 @@ func (b *box) wait() {
 			d.log.Warn("remove sandbox home", "sandbox", b.id, "err", err)
 		}
 	}
+	b.endImage()
 	if b.keys != nil {
 		u := b.keys.Usage()
 		b.keys.Close()

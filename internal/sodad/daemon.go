@@ -44,6 +44,9 @@ const (
 type Config struct {
 	// ProfileDir holds the profiles (profile.DefaultDir).
 	ProfileDir string
+	// ImageStore is the image store of the profiles' Image= (empty:
+	// imagestore.DefaultDir for root, /var/lib/soda/images).
+	ImageStore string
 	// StateDir is sodad's state directory (DefaultStateDir): the records
 	// and the sandboxes' homes.
 	StateDir string

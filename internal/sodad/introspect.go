@@ -111,7 +111,7 @@ var sandboxProps = []struct {
 	{"Id", "s", isConst}, {"OwnerUID", "u", isConst}, {"Profile", "s", isConst}, {"Unit", "s", isConst},
 	{"CreatedTimestamp", "t", isConst}, {"State", "s", emits}, {"MCP", "as", emits}, {"Allow", "as", emits},
 	{"AllowPrivate", "as", emits}, {"ReadWritePaths", "as", isConst}, {"ReadOnlyPaths", "as", isConst},
-	{"NoNetwork", "b", isConst}, {"Keys", "as", isConst}, {"ModelTokens", "a{st}", silent}, {"Limits", "a{st}", isConst},
+	{"NoNetwork", "b", isConst}, {"Keys", "as", isConst}, {"Image", "s", isConst}, {"ModelTokens", "a{st}", silent}, {"Limits", "a{st}", isConst},
 	{"Result", "s", emits}, {"ExitStatus", "i", emits}, {"ExitedTimestamp", "t", emits},
 }
 

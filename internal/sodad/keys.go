@@ -1,14 +1,17 @@
 package sodad
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/soda-project/soda/internal/egress"
 	"github.com/soda-project/soda/internal/hostkeys"
+	"github.com/soda-project/soda/internal/imagestore"
 	"github.com/soda-project/soda/internal/llmgateway"
 	"github.com/soda-project/soda/internal/profile"
 	"github.com/soda-project/soda/internal/sandbox"
@@ -47,6 +50,44 @@ func (d *Daemon) startKeys(b *box, p *profile.Profile, spec *sandbox.Spec) error
 		return fmt.Errorf("profile %s: %w", p.Name, err)
 	}
 	b.keys = k
+	return nil
+}
+
+// startImage gives b's sandbox the profile's Image= as its system: the
+// image must be in the store (an administrator pulls it), and it is leased
+// while the sandbox runs. Like keys, the lease is this sodad's: a restart
+// ends the sandbox.
+func (d *Daemon) startImage(ctx context.Context, b *box, p *profile.Profile, spec *sandbox.Spec) error {
+	if p == nil || p.Image == "" {
+		return nil
+	}
+	dir := d.cfg.ImageStore
+	if dir == "" {
+		var err error
+		if dir, err = imagestore.DefaultDir(os.Geteuid(), os.Getenv); err != nil {
+			return fmt.Errorf("profile %s: Image=: %w", p.Name, err)
+		}
+	}
+	s, err := imagestore.Open(ctx, dir, imagestore.Options{})
+	if err != nil {
+		return fmt.Errorf("profile %s: Image=%s: %w", p.Name, p.Image, err)
+	}
+	im, err := s.Inspect(ctx, p.Image)
+	if err != nil {
+		d.log.Error("profile image", "profile", p.Name, "image", p.Image, "err", err)
+		return fmt.Errorf("profile %s: Image=%s: %w (an administrator puts it there: sodactl image pull %s)", p.Name, p.Image, err, p.Image)
+	}
+	release, err := s.Lease(ctx, im.Digest)
+	if err != nil {
+		return fmt.Errorf("profile %s: Image=%s: %w", p.Name, p.Image, err)
+	}
+	root, err := filepath.EvalSymlinks(im.Rootfs)
+	if err != nil {
+		release()
+		return fmt.Errorf("profile %s: Image=%s: its root: %w", p.Name, p.Image, err)
+	}
+	spec.RootFS, spec.Image = root, p.Image
+	b.image, b.releaseImage = p.Image, release
 	return nil
 }
 

@@ -345,6 +345,7 @@ func (d *Daemon) discard(b *box) {
 		_ = b.home.Remove()
 	}
 	b.keys.Close()
+	b.endImage()
 	_ = d.store.Remove(b.id)
 }
 
@@ -357,6 +358,9 @@ func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File) error {
 		return err
 	}
 	if err := d.startKeys(b, cr.p, &sspec); err != nil {
+		return err
+	}
+	if err := d.startImage(d.run, b, cr.p, &sspec); err != nil {
 		return err
 	}
 	limits := map[string]uint64{"MemoryMax": uint64(eff.Limits.MemoryMax), "TasksMax": uint64(eff.Limits.TasksMax),

@@ -559,6 +559,7 @@ type Properties struct {
 	ReadOnlyPaths  []string          `json:"read_only_paths"`
 	NoNetwork      bool              `json:"no_network"`
 	Keys           []string          `json:"keys"`
+	Image          string            `json:"image,omitempty"`
 	ModelTokens    map[string]uint64 `json:"model_tokens,omitempty"`
 	Limits         map[string]uint64 `json:"limits"`
 	Result         string            `json:"result"`
@@ -583,7 +584,7 @@ func (sb *Sandbox) Properties(ctx context.Context) (Properties, error) {
 		"CreatedTimestamp": &created, "State": &p.State, "MCP": &p.MCP, "Allow": &p.Allow,
 		"AllowPrivate": &p.AllowPrivate, "ReadWritePaths": &p.ReadWritePaths, "ReadOnlyPaths": &p.ReadOnlyPaths,
 		"NoNetwork": &p.NoNetwork, "Limits": &p.Limits, "Result": &p.Result, "ExitStatus": &p.ExitStatus,
-		"ExitedTimestamp": &exitedAt, "Keys": &p.Keys, "ModelTokens": &p.ModelTokens,
+		"ExitedTimestamp": &exitedAt, "Keys": &p.Keys, "ModelTokens": &p.ModelTokens, "Image": &p.Image,
 	}
 	for name, dst := range fields {
 		v, ok := all[name]

@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// writeProbeLayout writes, as an OCI layout in dir, an image of
+// test/images/probe (/bin/probe) and an os-release, and returns its
+// manifest digest.
+func writeProbeLayout(t *testing.T, repo, dir string) string {
+	t.Helper()
+	probe := filepath.Join(t.TempDir(), "probe")
+	build := exec.Command("go", "build", "-o", probe, "./test/images/probe")
+	build.Dir = repo
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build probe: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{{"bin/", 0o755, nil}, {"bin/probe", 0o755, data}, {"etc/", 0o755, nil}, {"etc/os-release", 0o644, []byte("ID=soda-e2e-image\n")}} {
+		h := &tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(e.data)), Typeflag: tar.TypeReg}
+		if strings.HasSuffix(e.name, "/") {
+			h.Typeflag = tar.TypeDir
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tw.Write(e.data)
+	}
+	_ = tw.Close()
+	raw := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	return d.String()
+}
+
+// profileImage: a profile's Image= (issue 26). The administrator imports
+// an image into the host's store; alice's sandbox of that profile runs on
+// it (the host's /usr is not there), and its status names the image.
+func profileImage(t *testing.T, b *box, as func(string, ...string) result, art, repo string) {
+	t.Helper()
+	layoutDir := filepath.Join(art, "probe-layout")
+	digest := writeProbeLayout(t, repo, layoutDir)
+	if err := exec.Command("chmod", "-R", "a+rX", layoutDir).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.run("/usr/bin/sodactl", "image", "import", layoutDir); r.err != nil || !strings.Contains(r.stdout, digest) {
+		t.Fatalf("sodactl image import in the box: %s", r)
+	}
+	must(t, b.sh("printf '[Profile]\\nDescription=on an image\\nUsers=alice\\nImage=soda/probe@"+digest+"\\n' > /etc/soda/sandbox/img.conf"))
+	call := filepath.Join(art, "sodadcall")
+	r := as("alice", call, "-profile", "img", "--", "/bin/probe")
+	if r.err != nil || !strings.Contains(r.stdout, `os-release: "ID=soda-e2e-image\n"`) || !strings.Contains(r.stdout, "stat /usr/bin/env: false") ||
+		!strings.Contains(r.stdout, "write /bin/written: false") {
+		t.Errorf("alice, profile img: want the image's system:\n%s", r)
+	}
+	r = as("alice", call, "-profile", "img", "-no-wait", "-no-stdio", "--", "/bin/probe")
+	if r.err != nil {
+		t.Fatalf("alice, profile img, -no-wait: %s", r)
+	}
+	st := as("alice", "/usr/bin/sodactl", "sandbox", "status", strings.TrimSpace(r.stdout))
+	if !strings.Contains(st.stdout, "soda/probe@"+digest) {
+		t.Errorf("sodactl sandbox status does not name the image:\n%s", st)
+	}
+	// A tag in a profile makes it a profile that does not parse: no
+	// sandbox from it, and the journal says why (as for any broken
+	// profile, the caller is only told there is no such profile).
+	must(t, b.sh("printf '[Profile]\\nUsers=alice\\nImage=soda/probe:1\\n' > /etc/soda/sandbox/tag.conf"))
+	if r := as("alice", call, "-profile", "tag", "--", "/bin/probe"); r.err == nil {
+		t.Errorf("a profile with an image tag made a sandbox:\n%s", r)
+	}
+	if j := b.run("journalctl", "-u", "sodad", "--no-pager").stdout; !strings.Contains(j, "a profile names its image by digest") {
+		t.Error("the journal does not say why the profile with an image tag is refused")
+	}
+}
