@@ -18,13 +18,18 @@ import (
 // The image is leased until release, so that no prune or rm removes it
 // while the sandbox runs; the spec's system is the image's root.
 func runImage(ctx context.Context, ro *runOptions, spec *sandbox.Spec, stderr io.Writer) (release func(), err error) {
-	if ro.image == "" {
-		if ro.imageStore != "" {
-			return nil, usagef("sodactl run", "--image-store goes with --image")
+	return useImage(ctx, "sodactl run", ro.image, ro.imageStore, spec, stderr)
+}
+
+// useImage is runImage for command cmd's --image and --image-store.
+func useImage(ctx context.Context, cmd, image, store string, spec *sandbox.Spec, stderr io.Writer) (release func(), err error) {
+	if image == "" {
+		if store != "" {
+			return nil, usagef(cmd, "--image-store goes with --image")
 		}
 		return func() {}, nil
 	}
-	dir := ro.imageStore
+	dir := store
 	if dir == "" {
 		if dir, err = imagestore.DefaultDir(os.Geteuid(), os.Getenv); err != nil {
 			return nil, fmt.Errorf("--image: %w", err)
@@ -34,30 +39,30 @@ func runImage(ctx context.Context, ro *runOptions, spec *sandbox.Spec, stderr io
 	if err != nil {
 		return nil, fmt.Errorf("--image: %w", err)
 	}
-	im, err := s.Inspect(ctx, ro.image)
+	im, err := s.Inspect(ctx, image)
 	var nf *imagestore.NotFoundError
 	if errors.As(err, &nf) {
-		fmt.Fprintf(stderr, "sodactl: image %s is not in %s: pulling it\n", ro.image, dir)
-		im, err = s.Pull(ctx, ro.image)
+		fmt.Fprintf(stderr, "sodactl: image %s is not in %s: pulling it\n", image, dir)
+		im, err = s.Pull(ctx, image)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--image %s: %w", ro.image, err)
+		return nil, fmt.Errorf("--image %s: %w", image, err)
 	}
-	if !strings.Contains(ro.image, "@sha256:") && !strings.HasPrefix(ro.image, "sha256:") {
-		fmt.Fprintf(stderr, "sodactl: image %s is %s\n", ro.image, im.Digest)
+	if !strings.Contains(image, "@sha256:") && !strings.HasPrefix(image, "sha256:") {
+		fmt.Fprintf(stderr, "sodactl: image %s is %s\n", image, im.Digest)
 	}
 	release, err = s.Lease(ctx, im.Digest)
 	if err != nil {
-		return nil, fmt.Errorf("--image %s: %w", ro.image, err)
+		return nil, fmt.Errorf("--image %s: %w", image, err)
 	}
 	root, err := filepath.EvalSymlinks(im.Rootfs)
 	if err != nil {
 		release()
-		return nil, fmt.Errorf("--image %s: its root %s: %w", ro.image, im.Rootfs, err)
+		return nil, fmt.Errorf("--image %s: its root %s: %w", image, im.Rootfs, err)
 	}
 	spec.RootFS = root
-	name, _, _ := strings.Cut(ro.image, "@")
-	if strings.HasPrefix(ro.image, "sha256:") {
+	name, _, _ := strings.Cut(image, "@")
+	if strings.HasPrefix(image, "sha256:") {
 		name = ""
 	}
 	spec.Image = strings.TrimPrefix(name+"@"+im.Digest, "@")

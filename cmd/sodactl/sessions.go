@@ -70,6 +70,10 @@ Options:
                            not the server's memory)
   --allow-degraded LAYERS  run without these layers where the host lacks
                            them (e.g. cgroup), as sodactl run does
+  --image REF              with --direct: each sandbox's system is the
+                           image REF, as for sodactl run --image (it must
+                           have bash, GNU tar and find)
+  --image-store DIR        the image store of --image
   -v, --verbose            log debug lines on standard error
   -h, --help               show this help
 `
@@ -81,6 +85,7 @@ type sessionOptions struct {
 	quota, memory, tmpSize, homeSize, degraded, profile string
 	allow                                               listFlag
 	tasks                                               int64
+	image, imageStore                                   string
 }
 
 // flagSet returns the flags of "sodactl sandbox mcp", bound to so. The
@@ -104,6 +109,8 @@ func (so *sessionOptions) flagSet() *flag.FlagSet {
 	fs.Int64Var(&so.tasks, "tasks", 0, "")
 	fs.Int64Var(&so.tasks, "tasks-max", 0, "deprecated: use --tasks")
 	fs.StringVar(&so.degraded, "allow-degraded", "", "")
+	fs.StringVar(&so.image, "image", "", "")
+	fs.StringVar(&so.imageStore, "image-store", "", "")
 	fs.BoolVar(&so.verbose, "verbose", false, "")
 	fs.BoolVar(&so.verbose, "v", false, "")
 	return fs
@@ -122,6 +129,9 @@ func sandboxMCPCommand(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	}
 	if so.direct == (so.profile != "") {
 		return usagef("sodactl sandbox mcp", "give --profile NAME (sandboxes of sodad) or --direct (sandboxes in this process)")
+	}
+	if so.profile != "" && so.image+so.imageStore != "" {
+		return usagef("sodactl sandbox mcp", "--image is for --direct; a profile's sandboxes take the profile's Image=")
 	}
 	tmpl, err := so.template()
 	if err != nil {
@@ -266,8 +276,13 @@ func (so *sessionOptions) directSessions(ctx context.Context, tmpl sandbox.Spec,
 	if ecfg.InitPath, err = sandbox.FindInit(); err != nil {
 		return nil, nil, err
 	}
+	releaseImage, err := useImage(ctx, "sodactl sandbox mcp", so.image, so.imageStore, &tmpl, os.Stderr)
+	if err != nil {
+		return nil, nil, err
+	}
 	engine, err := sandbox.New(ecfg)
 	if err != nil {
+		releaseImage()
 		return nil, nil, err
 	}
 	mgr = sandboxsession.NewManager(&sandboxsession.Direct{Engine: engine, Template: tmpl}, so.lim, log, journal)
@@ -276,7 +291,7 @@ func (so *sessionOptions) directSessions(ctx context.Context, tmpl sandbox.Spec,
 			log.Warn("remove what killed sandboxes left", "removed", removed, "err", err)
 		}
 	}()
-	return mgr, func() { engine.Close() }, nil
+	return mgr, func() { engine.Close(); releaseImage() }, nil
 }
 
 // checkStoreDir checks that dir can hold the baselines: a directory where
