@@ -612,12 +612,18 @@ func TestDefaultDir(t *testing.T) {
 	}
 }
 
-// TestHelperProcess is the pull that TestKill9 kills.
-func TestHelperProcess(t *testing.T) {
-	mode := os.Getenv("SODA_IMAGESTORE_HELPER")
-	if mode == "" {
-		t.Skip("a helper of TestKill9")
+// TestMain runs the tests, or, re-executed by a test with
+// SODA_IMAGESTORE_HELPER set, that helper instead (helperProcess).
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("SODA_IMAGESTORE_HELPER"); mode != "" {
+		helperProcess(mode)
 	}
+	os.Exit(m.Run())
+}
+
+// helperProcess is the pull that TestKill9 kills (mode pull or unpack),
+// or the store used as another user (mode user); it exits.
+func helperProcess(mode string) {
 	if mode == "user" {
 		if err := userHelper(); err != nil {
 			fmt.Println("USER FAILED", err)
@@ -673,7 +679,7 @@ func TestKill9(t *testing.T) {
 			stall.Store(mode == "pull")
 			dir := filepath.Join(t.TempDir(), "store")
 
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "SODA_IMAGESTORE_HELPER="+mode, "SODA_STORE="+dir, "SODA_REF="+ref)
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -831,7 +837,7 @@ func TestAsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chown(store, nobody, nobody)
-	cmd := exec.Command(bin, "-test.run=^TestHelperProcess$")
+	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SODA_IMAGESTORE_HELPER=user", "SODA_STORE="+store, "SODA_LAYOUT="+lay, "HOME="+base)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	out, err := cmd.CombinedOutput()
