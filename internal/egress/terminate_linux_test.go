@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -410,3 +411,67 @@ func TestParseHTTPRule(t *testing.T) {
 type noLocal struct{}
 
 func (noLocal) Local(netip.Addr) (string, bool) { return "", false }
+
+// TestTerminateHostCost: an agent that opens terminated connections and
+// then sends nothing (or stops mid-request) costs the host a bounded
+// number of goroutines, whatever it tries: the proxy's connection cap
+// refuses the rest, the TLS and header deadlines end the stalled ones,
+// and once they are closed the host is back where it was.
+func TestTerminateHostCost(t *testing.T) {
+	f := newTermFixture(t, true)
+	f.p.MaxConns = 8
+	f.p.HandshakeTimeout = 300 * time.Millisecond
+	runtime.GC()
+	base := runtime.NumGoroutine()
+	var conns []net.Conn
+	refused := 0
+	for i := 0; i < 100; i++ {
+		ln := listen(t)
+		a, err := net.Dial("tcp4", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go f.p.ServeConn(context.Background(), b, testProxyPort)
+		conns = append(conns, a)
+		// Half stall before TLS, half after the CONNECT line.
+		if i%2 == 0 {
+			fmt.Fprintf(a, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n")
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	peak := runtime.NumGoroutine() - base
+	// Each served connection costs a few goroutines (proxy, TLS, HTTP
+	// server); 100 connections with a cap of 8 must not cost 100 of them.
+	if peak > 8*6 {
+		t.Errorf("%d goroutines for 100 stalled connections with MaxConns 8", peak)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ev := f.rec.next(t)
+		if ev.Reason == "connection limit" {
+			refused++
+		}
+		if refused >= 100-8 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if refused < 100-8 {
+		t.Errorf("%d connections refused over the cap of 8, want %d", refused, 100-8)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	// The stalled ones end by their deadlines: the host is back.
+	deadline = time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base+4 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine() - base; n > 4 {
+		t.Errorf("%d goroutines left after the connections ended", n)
+	}
+	t.Logf("100 stalled connections: %d more goroutines at the peak, %d refused by the cap", peak, refused)
+}

@@ -165,6 +165,10 @@ func New(cfg Config) (*Gateway, error) {
 			FlushInterval: -1, // event streams pass through as they come
 			BufferPool:    buffers,
 			ErrorLog:      slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
+			// Set once: what a request needs of them is in its
+			// context (exchange).
+			ModifyResponse: modifyResponse,
+			ErrorHandler:   rt.upstreamError,
 		}
 		g.routes[r.Provider.Name] = rt
 		g.placeholder[r.Provider.Name] = Placeholder(r.Provider)
@@ -268,56 +272,60 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	up := &countReader{r: http.MaxBytesReader(w, req.Body, g.cfg.MaxRequestBytes)}
 	req.Body = up
 	cw := &countWriter{ResponseWriter: w}
-	var m *meter
-	ctx := context.WithValue(req.Context(), respKey{}, &respHook{max: g.cfg.MaxResponseBytes, meter: &m})
-	var upErr error
-	proxy := *rt.proxy // per request: its handlers see this request's state
-	proxy.ModifyResponse = modifyResponse
-	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
-		upErr = err
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, rt.Provider, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("soda: request body over the model gateway's %d bytes", g.cfg.MaxRequestBytes))
-			return
-		}
-		writeError(w, rt.Provider, http.StatusBadGateway, "api_error", "soda: the model gateway could not reach "+rt.Upstream.Host+": "+errText(err))
-	}
-	proxy.ServeHTTP(cw, req.WithContext(ctx))
+	x := &exchange{maxResponse: g.cfg.MaxResponseBytes, maxRequest: g.cfg.MaxRequestBytes}
+	rt.proxy.ServeHTTP(cw, req.WithContext(context.WithValue(req.Context(), exchangeKey{}, x)))
 
 	ev.Status = cw.status()
 	ev.BytesUp, ev.BytesDown = up.n, cw.n
 	ev.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-	if upErr != nil {
-		ev.UpstreamError = errText(upErr)
+	if x.upstreamErr != nil {
+		ev.UpstreamError = errText(x.upstreamErr)
 		if g.cfg.Metrics != nil {
 			g.cfg.Metrics.UpstreamError(name)
 		}
 	}
-	if m != nil {
-		ev.Usage = m.Usage()
+	if x.meter != nil {
+		ev.Usage = x.meter.Usage()
 		g.account(name, ev.Usage)
 	}
 	g.record(&ev)
 }
 
-// respKey carries a request's respHook to modifyResponse.
-type respKey struct{}
+// exchangeKey carries a request's exchange to the proxy's handlers.
+type exchangeKey struct{}
 
-type respHook struct {
-	max   int64
-	meter **meter
+// exchange is what one forwarded request's handlers share with ServeHTTP:
+// the bounds, the response's meter, the upstream's error.
+type exchange struct {
+	maxResponse, maxRequest int64
+	meter                   *meter
+	upstreamErr             error
 }
 
 // modifyResponse bounds a response's body and tees it to a meter.
 func modifyResponse(resp *http.Response) error {
-	h, _ := resp.Request.Context().Value(respKey{}).(*respHook)
-	if h == nil {
+	x, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+	if x == nil {
 		return nil
 	}
-	m := newMeter(resp.Header.Get("Content-Type"))
-	*h.meter = m
-	resp.Body = &boundedBody{rc: resp.Body, left: h.max, meter: m}
+	x.meter = newMeter(resp.Header.Get("Content-Type"))
+	resp.Body = &boundedBody{rc: resp.Body, left: x.maxResponse, meter: x.meter}
 	return nil
+}
+
+// upstreamError answers a request that could not be forwarded, in the
+// provider's error shape, and keeps the error for its record.
+func (rt *route) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	if x != nil {
+		x.upstreamErr = err
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) && x != nil {
+		writeError(w, rt.Provider, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("soda: request body over the model gateway's %d bytes", x.maxRequest))
+		return
+	}
+	writeError(w, rt.Provider, http.StatusBadGateway, "api_error", "soda: the model gateway could not reach "+rt.Upstream.Host+": "+errText(err))
 }
 
 // rewrite makes the upstream request: the provider's URL, the key

@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,52 +8,15 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
-// writeProbeLayout writes, as an OCI layout in dir, an image of
-// test/images/probe (/bin/probe) and an os-release, and returns its
-// manifest digest.
-func writeProbeLayout(t *testing.T, repo, dir string) string {
+// writeProbeLayout writes, as an OCI layout in dir, the probe image
+// (testkit.ProbeImage) and returns its manifest digest.
+func writeProbeLayout(t *testing.T, dir string) string {
 	t.Helper()
-	probe := filepath.Join(t.TempDir(), "probe")
-	build := exec.Command("go", "build", "-o", probe, "./test/images/probe")
-	build.Dir = repo
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build probe: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{{"bin/", 0o755, nil}, {"bin/probe", 0o755, data}, {"etc/", 0o755, nil}, {"etc/os-release", 0o644, []byte("ID=soda-e2e-image\n")}} {
-		h := &tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(e.data)), Typeflag: tar.TypeReg}
-		if strings.HasSuffix(e.name, "/") {
-			h.Typeflag = tar.TypeDir
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		_, _ = tw.Write(e.data)
-	}
-	_ = tw.Close()
-	raw := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := testkit.ProbeImage(t, "ID=soda-e2e-image\n")
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +31,10 @@ func writeProbeLayout(t *testing.T, repo, dir string) string {
 // profileImage: a profile's Image= (issue 26). The administrator imports
 // an image into the host's store; alice's sandbox of that profile runs on
 // it (the host's /usr is not there), and its status names the image.
-func profileImage(t *testing.T, b *box, as func(string, ...string) result, art, repo string) {
+func profileImage(t *testing.T, b *box, as func(string, ...string) result, art string) {
 	t.Helper()
 	layoutDir := filepath.Join(art, "probe-layout")
-	digest := writeProbeLayout(t, repo, layoutDir)
+	digest := writeProbeLayout(t, layoutDir)
 	if err := exec.Command("chmod", "-R", "a+rX", layoutDir).Run(); err != nil {
 		t.Fatal(err)
 	}

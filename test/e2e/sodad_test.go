@@ -172,7 +172,7 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 
 	perRunMCP(t, b, as, art)
 	profileKeys(t, b, as, art)
-	profileImage(t, b, as, art, repo)
+	profileImage(t, b, as, art)
 	sodadMetrics(t, b, as)
 
 	// 2. Identity claims in arguments are refused.

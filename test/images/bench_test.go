@@ -1,13 +1,8 @@
 package imagestest
 
 import (
-	"archive/tar"
-	"bytes"
 	"crypto/rand"
 	"fmt"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,13 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/soda-project/soda/test/testkit"
 )
@@ -50,43 +38,17 @@ func TestBenchImages(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build crane (tools/go.mod): %v\n%s", err, out)
 	}
-	probe := filepath.Join(bin, "probe")
-	b := exec.Command("go", "build", "-o", probe, "./probe")
-	b.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := b.CombinedOutput(); err != nil {
-		t.Fatalf("build probe: %v\n%s", err, out)
-	}
-	probeData, _ := os.ReadFile(probe)
 	// The image: bin/true, and 64 files of 1 MiB of random bytes (what
 	// compresses as little as real binaries do, a little worse).
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(name string, mode int64, data []byte) {
-		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg})
-		_, _ = tw.Write(data)
-	}
-	_ = tw.WriteHeader(&tar.Header{Name: "bin/", Mode: 0o755, Typeflag: tar.TypeDir})
-	add("bin/true", 0o755, probeData)
-	_ = tw.WriteHeader(&tar.Header{Name: "data/", Mode: 0o755, Typeflag: tar.TypeDir})
+	entries := []testkit.Entry{{Name: "bin/", Mode: 0o755}, {Name: "bin/true", Mode: 0o755, Data: testkit.StaticProbe(t)}, {Name: "data/", Mode: 0o755}}
 	for i := 0; i < 64; i++ {
 		d := make([]byte, 1<<20)
 		_, _ = rand.Read(d)
-		add(fmt.Sprintf("data/%02d", i), 0o644, d)
+		entries = append(entries, testkit.Entry{Name: fmt.Sprintf("data/%02d", i), Mode: 0o644, Data: d})
 	}
-	_ = tw.Close()
-	raw := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, _ := mutate.AppendLayers(empty.Image, layer)
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	ref := strings.TrimPrefix(srv.URL, "http://") + "/soda/bench:1"
-	r, _ := name.ParseReference(ref)
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
+	raw := testkit.Layer(t, entries)
+	ref := testkit.Registry(t) + "/soda/bench:1"
+	testkit.Push(t, ref, testkit.Image(t, raw))
 	mb := float64(len(raw)) / (1 << 20)
 	timeIt := func(what string, f func(i int) error) time.Duration {
 		var ds []time.Duration

@@ -5,14 +5,11 @@
 package imagestest
 
 import (
-	"archive/tar"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"io/fs"
-	"log"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,56 +19,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
 	"github.com/soda-project/soda/test/testkit"
 )
-
-// image builds the test image: /bin/probe (static), /etc/os-release.
-func image(t *testing.T, bin string) []byte {
-	t.Helper()
-	probe := filepath.Join(bin, "probe")
-	build := exec.Command("go", "build", "-o", probe, "./probe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the image's program: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range []struct {
-		name string
-		mode int64
-		data []byte
-		dir  bool
-	}{
-		{name: "bin/", mode: 0o755, dir: true}, {name: "bin/probe", mode: 0o755, data: data},
-		{name: "etc/", mode: 0o755, dir: true}, {name: "etc/os-release", mode: 0o644, data: []byte("ID=soda-image-test\n")},
-	} {
-		h := &tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(e.data)), Typeflag: tar.TypeReg}
-		if e.dir {
-			h.Typeflag = tar.TypeDir
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // treeSum is a digest of every path, mode and content below dir.
 func treeSum(t *testing.T, dir string) string {
@@ -115,23 +64,8 @@ func TestRunImage(t *testing.T) {
 	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	layerData := image(t, t.TempDir())
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	repo := strings.TrimPrefix(srv.URL, "http://") + "/soda/probe"
-	ref, _ := name.ParseReference(repo + ":1")
-	if err := remote.Write(ref, img); err != nil {
-		t.Fatal(err)
-	}
-	digest, _ := img.Digest()
+	repo := testkit.Registry(t) + "/soda/probe"
+	digest := testkit.Push(t, repo+":1", testkit.ProbeImage(t, "ID=soda-image-test\n"))
 	store := filepath.Join(bin, "store")
 	sodactl := func(args ...string) (string, string, int) {
 		cmd := exec.Command(filepath.Join(bin, "sodactl"), args...)
@@ -141,13 +75,13 @@ func TestRunImage(t *testing.T) {
 		return o.String(), e.String(), cmd.ProcessState.ExitCode()
 	}
 	out, errOut, code := sodactl("image", "pull", "--store", store, repo+":1")
-	if code != 0 || !strings.Contains(out, digest.String()) {
+	if code != 0 || !strings.Contains(out, digest) {
 		t.Fatalf("sodactl image pull: exit %d\n%s\n%s", code, out, errOut)
 	}
-	rootfs := filepath.Join(store, "rootfs", strings.TrimPrefix(digest.String(), "sha256:"))
+	rootfs := filepath.Join(store, "rootfs", strings.TrimPrefix(digest, "sha256:"))
 	before := treeSum(t, rootfs)
 
-	for _, ref := range []string{repo + ":1", repo + "@" + digest.String()} {
+	for _, ref := range []string{repo + ":1", repo + "@" + digest} {
 		out, errOut, code := sodactl("run", "--direct", "--image-store", store, "--image", ref, "--", "/bin/probe")
 		if code != 0 {
 			t.Fatalf("sodactl run --image %s: exit %d\n%s\n%s", ref, code, out, errOut)
@@ -157,7 +91,7 @@ func TestRunImage(t *testing.T) {
 				t.Errorf("--image %s: output lacks %q:\n%s", ref, want, out)
 			}
 		}
-		if !strings.Contains(ref, "@") && !strings.Contains(errOut, "is "+digest.String()) {
+		if !strings.Contains(ref, "@") && !strings.Contains(errOut, "is "+digest) {
 			t.Errorf("--image by tag: the digest it resolved to is not printed:\n%s", errOut)
 		}
 	}
@@ -215,19 +149,8 @@ func TestRunImageAsUser(t *testing.T) {
 	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	layerData := image(t, t.TempDir())
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, _ := mutate.AppendLayers(empty.Image, layer)
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	ref := strings.TrimPrefix(srv.URL, "http://") + "/soda/probe:1"
-	r, _ := name.ParseReference(ref)
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
+	ref := testkit.Registry(t) + "/soda/probe:1"
+	testkit.Push(t, ref, testkit.ProbeImage(t, "ID=soda-image-test\n"))
 	as := func(args ...string) (string, string, int) {
 		cmd := exec.Command(filepath.Join(bin, "sodactl"), args...)
 		cmd.SysProcAttr, cmd.Dir = cred, "/"

@@ -3,9 +3,6 @@ package session
 import (
 	"archive/tar"
 	"bytes"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/soda-project/soda/test/testkit"
 )
 
 // userlandLayer is a layer of the host's own bash, dash, GNU tar, find
@@ -116,22 +108,8 @@ func userlandLayer(t *testing.T) []byte {
 // with seeds, exec with the image's tools, diff, reset.
 func TestImageSession(t *testing.T) {
 	requireSandbox(t)
-	raw := userlandLayer(t)
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	ref := strings.TrimPrefix(srv.URL, "http://") + "/soda/userland:1"
-	r, _ := name.ParseReference(ref)
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
+	ref := testkit.Registry(t) + "/soda/userland:1"
+	testkit.Push(t, ref, testkit.Image(t, userlandLayer(t)))
 	store := filepath.Join(bin, "image-store")
 	if out, err := exec.Command(filepath.Join(bin, "sodactl"), "image", "pull", "--store", store, ref).CombinedOutput(); err != nil {
 		t.Fatalf("sodactl image pull: %v\n%s", err, out)

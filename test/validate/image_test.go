@@ -1,12 +1,7 @@
 package validate
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,66 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/soda-project/soda/test/testkit"
 )
-
-// pushImage builds an image of /bin/probe (test/images/probe; also as
-// /bin/tar, which the sandbox needs to write the sources in) and an
-// os-release holding release, pushes it to reg as repo:tag and returns
-// its manifest digest.
-func pushImage(t *testing.T, reg, repo, tag, release string) string {
-	t.Helper()
-	probe := filepath.Join(t.TempDir(), "probe")
-	build := exec.Command("go", "build", "-o", probe, "github.com/soda-project/soda/test/images/probe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the validator: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{{"bin/", 0o755, nil}, {"bin/probe", 0o755, data}, {"bin/tar", 0o755, data}, {"etc/", 0o755, nil}, {"etc/os-release", 0o644, []byte(release)}} {
-		h := &tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(e.data)), Typeflag: tar.TypeReg}
-		if strings.HasSuffix(e.name, "/") {
-			h.Typeflag = tar.TypeDir
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		_, _ = tw.Write(e.data)
-	}
-	_ = tw.Close()
-	layerData := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerData)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(reg + "/" + repo + ":" + tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := img.Digest()
-	return d.String()
-}
 
 // TestImageValidator: a kind with Image= runs its validator inside that
 // image, pinned by digest: the verdict's digests and its attestation name
@@ -81,9 +18,7 @@ func pushImage(t *testing.T, reg, repo, tag, release string) string {
 // digest, and a tag is refused when the worker starts.
 func TestImageValidator(t *testing.T) {
 	requireSandbox(t)
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	reg := strings.TrimPrefix(srv.URL, "http://")
+	reg := testkit.Registry(t)
 	base := filepath.Join(t.TempDir(), "images")
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		t.Fatal(err)
@@ -99,8 +34,9 @@ func TestImageValidator(t *testing.T) {
 			t.Fatalf("sodactl image pull %s: %v\n%s", ref, err, out)
 		}
 	}
-	d1 := pushImage(t, reg, "soda/okcheck", "1", "ID=one\n")
-	d2 := pushImage(t, reg, "soda/okcheck", "2", "ID=two\n")
+	// /bin/tar too: the sandbox writes the sources in with it.
+	d1 := testkit.Push(t, reg+"/soda/okcheck:1", testkit.ProbeImage(t, "ID=one\n", "tar"))
+	d2 := testkit.Push(t, reg+"/soda/okcheck:2", testkit.ProbeImage(t, "ID=two\n", "tar"))
 	pull(reg + "/soda/okcheck:1")
 	pull(reg + "/soda/okcheck:2")
 	conf := func(image string) string {

@@ -1,0 +1,130 @@
+package testkit
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// Entry is one entry of a test image's layer: a directory when Name ends
+// in "/", a symbolic link to Link when Link is set, else a file of Data.
+type Entry struct {
+	Name string
+	Mode int64
+	Data []byte
+	Link string
+}
+
+// StaticProbe builds test/images/probe as a static binary and returns it:
+// the program of the tests' images (it reports what the sandbox's root
+// holds, validates files holding "ok", and acts as tar and true).
+func StaticProbe(t testing.TB) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "probe")
+	build := exec.Command("go", "build", "-o", out, "github.com/soda-project/soda/test/images/probe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build test/images/probe: %v\n%s", err, b)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// Layer writes entries as an uncompressed tar layer.
+func Layer(t testing.TB, entries []Entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.Name, Mode: e.Mode, Size: int64(len(e.Data)), Typeflag: tar.TypeReg}
+		switch {
+		case e.Link != "":
+			h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, e.Link, 0
+		case strings.HasSuffix(e.Name, "/"):
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(e.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Image is an image of the one layer raw (a tar stream).
+func Image(t testing.TB, raw []byte) v1.Image {
+	t.Helper()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// ProbeImage is an image of StaticProbe as /bin/probe (and, with more
+// names, as /bin/NAME too: tar, true) with release as /etc/os-release.
+func ProbeImage(t testing.TB, release string, more ...string) v1.Image {
+	t.Helper()
+	probe := StaticProbe(t)
+	entries := []Entry{{Name: "bin/", Mode: 0o755}, {Name: "bin/probe", Mode: 0o755, Data: probe}}
+	for _, n := range more {
+		entries = append(entries, Entry{Name: "bin/" + n, Mode: 0o755, Data: probe})
+	}
+	entries = append(entries, Entry{Name: "etc/", Mode: 0o755}, Entry{Name: "etc/os-release", Mode: 0o644, Data: []byte(release)})
+	return Image(t, Layer(t, entries))
+}
+
+// Registry serves go-containerregistry's registry on loopback until the
+// test ends and returns its host:port.
+func Registry(t testing.TB) string {
+	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// Push pushes img as ref and returns its manifest digest.
+func Push(t testing.TB, ref string, img v1.Image) string {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
