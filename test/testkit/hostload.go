@@ -62,6 +62,12 @@ type ProbeOptions struct {
 type HostLoad struct {
 	// Elapsed is how long the measurement took.
 	Elapsed time.Duration
+	// Kernel is the share of the host's CPU time (all CPUs, 0..1) that
+	// went meanwhile to kernel threads (kthreadd's children: ksoftirqd,
+	// kworkers, RCU), hard interrupts and the hypervisor (steal): CPU
+	// time no cgroup accounts, and so no sandbox's quota bounds. -1 if it
+	// could not be read.
+	Kernel float64
 	// True is /bin/true's spawn-to-exit time, Python python3 -c pass's,
 	// PS ps -e's wall time.
 	True, Python, PS Sample
@@ -85,9 +91,13 @@ func (s Sample) String() string {
 	return out + ")"
 }
 
-// String lists the three samples on one line.
+// String lists the three samples on one line, and the kernel's share.
 func (l HostLoad) String() string {
-	return fmt.Sprintf("true %s; python3 %s; ps -e %s; in %s", l.True, l.Python, l.PS, round(l.Elapsed))
+	kernel := "unknown"
+	if l.Kernel >= 0 {
+		kernel = fmt.Sprintf("%.1f %%", 100*l.Kernel)
+	}
+	return fmt.Sprintf("true %s; python3 %s; ps -e %s; kernel threads, interrupts and steal %s of the CPUs; in %s", l.True, l.Python, l.PS, kernel, round(l.Elapsed))
 }
 
 func round(d time.Duration) time.Duration {
@@ -135,6 +145,7 @@ func MeasureHost(ctx context.Context, o ProbeOptions) (HostLoad, error) {
 		}
 		argv[0] = p
 	}
+	k0, kerr := readKernelTicks()
 	start := time.Now()
 	deadline := start.Add(o.Duration)
 	type result struct {
@@ -175,8 +186,13 @@ func MeasureHost(ctx context.Context, o ProbeOptions) (HostLoad, error) {
 	if r.err != nil {
 		return HostLoad{}, r.err
 	}
+	kernel := -1.0
+	if k1, err := readKernelTicks(); kerr == nil && err == nil {
+		kernel = k1.share(k0)
+	}
 	return HostLoad{
 		Elapsed: time.Since(start),
+		Kernel:  kernel,
 		True:    summarize(r.runs["true"], r.timedOut["true"]),
 		Python:  summarize(r.runs["python3"], r.timedOut["python3"]),
 		PS:      summarize(r.runs["ps"], r.timedOut["ps"]),
@@ -220,7 +236,12 @@ func timeRun(ctx context.Context, timeout time.Duration, argv []string) (d time.
 type Bounds struct {
 	// PSMax bounds every ps -e run (not relative: ps is what stalls).
 	PSMax time.Duration
-	// PythonMedian bounds python3's median, as a factor of the baseline's.
+	// PythonMedian bounds python3's median, as a factor of the baseline's,
+	// of the CPU time that cgroups account: the bound is PythonMedian /
+	// (1 - k) times the baseline's median, where k is the share of the
+	// host's CPU time that kernel threads, interrupts and steal took during
+	// the attack beyond the baseline's (HostLoad.Kernel; 0 if unknown,
+	// at most 1/2).
 	PythonMedian float64
 	// TrueP95 and TrueSlack bound true's 95th percentile: at most
 	// max(TrueP95 × the baseline's, the baseline's + TrueSlack).
@@ -229,8 +250,20 @@ type Bounds struct {
 }
 
 // DefaultBounds are generous bounds that a stalled host misses by far:
-// ps -e at most 2 s, python3's median at most twice the baseline's,
-// true's p95 at most max(5 × baseline, baseline + 50 ms).
+// ps -e at most 2 s, python3's median at most twice the baseline's (of
+// the CPU time cgroups account, see Bounds.PythonMedian), true's p95 at
+// most max(5 × baseline, baseline + 50 ms).
+//
+// Twice is what the sandboxes' CPU policy allows a host command: their
+// slice has a service's weight (a lower one lets a host ps -e wait
+// seconds behind a starved fork, docs/sandbox.md, "Host cost") and a
+// quota of the host's CPUs but one, which the slice may spend on every
+// CPU at once until the period's quota is gone; meanwhile a host command
+// shares its CPU with the slice at equal weight, so it gets at least
+// half of that CPU. What the kernel spends outside every cgroup on the
+// sandbox's behalf (a fork bomb's refused forks are freed by RCU
+// callbacks in ksoftirqd: 10-11 % of a 2-CPU host's CPU time, measured)
+// comes on top, and is measured and allowed for, not guessed.
 func DefaultBounds() Bounds {
 	return Bounds{PSMax: 2 * time.Second, PythonMedian: 2, TrueP95: 5, TrueSlack: 50 * time.Millisecond}
 }
@@ -254,8 +287,10 @@ func (l HostLoad) Check(baseline HostLoad, b Bounds) error {
 	if l.PS.N > 0 && l.PS.Max > b.PSMax {
 		errs = append(errs, fmt.Errorf("ps -e took up to %s (bound %s)", round(l.PS.Max), b.PSMax))
 	}
-	if limit := time.Duration(b.PythonMedian * float64(baseline.Python.Median)); l.Python.N > 0 && l.Python.Median > limit {
-		errs = append(errs, fmt.Errorf("python3 -c pass: median %s, over %.1f × the baseline's %s", round(l.Python.Median), b.PythonMedian, round(baseline.Python.Median)))
+	k := l.kernelAbove(baseline)
+	if limit := time.Duration(b.PythonMedian / (1 - k) * float64(baseline.Python.Median)); l.Python.N > 0 && l.Python.Median > limit {
+		errs = append(errs, fmt.Errorf("python3 -c pass: median %s, over %.2f × the baseline's %s (%.1f × for the cgroups' CPU time, the kernel's %.1f %% more than the baseline's taken out)",
+			round(l.Python.Median), b.PythonMedian/(1-k), round(baseline.Python.Median), b.PythonMedian, 100*k))
 	}
 	limit := max(time.Duration(b.TrueP95*float64(baseline.True.P95)), baseline.True.P95+b.TrueSlack)
 	if l.True.N > 0 && l.True.P95 > limit {
@@ -265,6 +300,79 @@ func (l HostLoad) Check(baseline HostLoad, b Bounds) error {
 		return fmt.Errorf("the host was not responsive: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// kernelAbove is the share of the CPUs that the kernel's threads,
+// interrupts and steal took during l beyond baseline's, in 0..1/2 (0 when
+// either is unknown).
+func (l HostLoad) kernelAbove(baseline HostLoad) float64 {
+	if l.Kernel < 0 || baseline.Kernel < 0 {
+		return 0
+	}
+	return min(max(l.Kernel-baseline.Kernel, 0), 0.5)
+}
+
+// kernelTicks is a reading of the CPU time that no cgroup accounts:
+// kernel threads', interrupts' and steal, and all CPUs' total, in ticks.
+type kernelTicks struct{ kernel, total int64 }
+
+// share is the kernel's share of the CPU time from k0 to k.
+func (k kernelTicks) share(k0 kernelTicks) float64 {
+	if k.total <= k0.total {
+		return -1
+	}
+	return min(max(float64(k.kernel-k0.kernel)/float64(k.total-k0.total), 0), 1)
+}
+
+// readKernelTicks reads /proc/stat (irq, steal and the total of the cpu
+// line) and the user and system time of kthreadd (pid 2) and its
+// children, the kernel's threads. Softirqs that run at an interrupt's
+// exit count for the task they interrupted, ksoftirqd's for ksoftirqd:
+// so /proc/stat's softirq column is not added, which would count
+// ksoftirqd twice.
+func readKernelTicks() (kernelTicks, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return kernelTicks{}, err
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	if len(f) < 9 || f[0] != "cpu" {
+		return kernelTicks{}, fmt.Errorf("/proc/stat: no cpu line")
+	}
+	var k kernelTicks
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return kernelTicks{}, fmt.Errorf("/proc/stat: %w", err)
+		}
+		k.total += n
+		if i == 5 || i == 7 {
+			k.kernel += n
+		}
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return kernelTicks{}, err
+	}
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone
+		}
+		// pid (comm) state ppid ... utime stime: fields 4, 14, 15.
+		rest := string(st[strings.LastIndexByte(string(st), ')')+1:])
+		w := strings.Fields(rest)
+		if len(w) < 13 || (w[1] != "2" && e.Name() != "2") {
+			continue
+		}
+		ut, _ := strconv.ParseInt(w[11], 10, 64)
+		stm, _ := strconv.ParseInt(w[12], 10, 64)
+		k.kernel += ut + stm
+	}
+	return k, nil
 }
 
 // ErrBusyHost says that the host was slow without the attack too (Judge):

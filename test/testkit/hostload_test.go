@@ -51,7 +51,14 @@ func TestCheck(t *testing.T) {
 		{"same", func(*HostLoad) {}, nil},
 		{"within", func(l *HostLoad) { l.True.P95, l.Python.Median, l.PS.Max = ms(50), ms(99), ms(1900) }, nil},
 		{"ps stalls", func(l *HostLoad) { l.PS.Max = 27 * time.Second }, []string{"ps -e took up to 27s"}},
-		{"python slow", func(l *HostLoad) { l.Python.Median = ms(120) }, []string{"python3 -c pass: median 120ms"}},
+		{"python slow", func(l *HostLoad) { l.Python.Median = ms(120) }, []string{"python3 -c pass: median 120ms, over 2.00 ×"}},
+		// The kernel took a fifth of the CPUs more than at the baseline:
+		// 2 / (1 - 0.2) = 2.5 × the baseline's 50 ms.
+		{"kernel's share allowed for", func(l *HostLoad) { l.Kernel, l.Python.Median = 0.2, ms(124) }, nil},
+		{"slow beyond the kernel's share", func(l *HostLoad) { l.Kernel, l.Python.Median = 0.2, ms(126) },
+			[]string{"over 2.50 ×", "the kernel's 20.0 % more"}},
+		{"kernel's share at most a half", func(l *HostLoad) { l.Kernel, l.Python.Median = 0.9, ms(201) }, []string{"over 4.00 ×"}},
+		{"kernel's share unknown", func(l *HostLoad) { l.Kernel, l.Python.Median = -1, ms(101) }, []string{"over 2.00 ×"}},
 		{"true slow", func(l *HostLoad) { l.True.P95 = ms(60) }, []string{"true: p95 60ms"}},
 		{"timed out", func(l *HostLoad) { l.PS.TimedOut = 1 }, []string{"ps -e: 1 of 50 runs timed out"}},
 		{"nothing measured", func(l *HostLoad) { l.PS = Sample{} }, []string{"ps -e: no run measured"}},
@@ -75,6 +82,26 @@ func TestCheck(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("Check: %v, want it to say %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+func TestKernelShare(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		k0, k kernelTicks
+		want  float64
+	}{
+		{"a tenth", kernelTicks{kernel: 10, total: 1000}, kernelTicks{kernel: 30, total: 1200}, 0.1},
+		{"none", kernelTicks{kernel: 10, total: 1000}, kernelTicks{kernel: 10, total: 1200}, 0},
+		{"no time passed", kernelTicks{kernel: 10, total: 1000}, kernelTicks{kernel: 10, total: 1000}, -1},
+		// A kernel thread that ended in between takes its ticks with it.
+		{"fewer ticks", kernelTicks{kernel: 50, total: 1000}, kernelTicks{kernel: 10, total: 1200}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.k.share(tc.k0); got < tc.want-1e-9 || got > tc.want+1e-9 {
+				t.Errorf("share: %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -120,6 +147,9 @@ func TestMeasureHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("idle host: %s", l)
+	if l.Kernel < 0 || l.Kernel > 1 {
+		t.Errorf("the kernel's share: %v, want 0..1 (/proc is readable here)", l.Kernel)
+	}
 	for name, s := range map[string]Sample{"true": l.True, "python3": l.Python, "ps": l.PS} {
 		if s.N == 0 || s.TimedOut > 0 || s.Median <= 0 || s.Max < s.P95 || s.P95 < s.Median {
 			t.Errorf("%s: %s", name, s)
