@@ -30,9 +30,12 @@ var kinds = [...]string{"input", "output", "cache_read", "cache_write"}
 func (u Usage) byKind() [4]int64 { return [4]int64{u.Input, u.Output, u.CacheRead, u.CacheWrite} }
 
 // Bounds of what the meter reads: a JSON response is decoded only if it
-// fits maxJSON; an event-stream line longer than maxLine is skipped.
+// fits maxJSON; an event-stream line longer than maxLine is skipped. A
+// model's JSON reply is its whole answer at once (64k output tokens are
+// about 256 KiB), so 4 MiB leaves room; with Config.MaxConcurrent (32)
+// requests in flight the meters of one sandbox hold at most 128 MiB.
 const (
-	maxJSON = 16 << 20
+	maxJSON = 4 << 20
 	maxLine = 1 << 20
 	// maxTokens bounds one reported count: an upstream's nonsense must
 	// not overflow a sum.
@@ -69,9 +72,9 @@ func (m *meter) Write(p []byte) (int, error) {
 	if !m.sse {
 		if !m.over && m.buf.Len()+len(p) <= maxJSON {
 			m.buf.Write(p)
-		} else {
+		} else if !m.over {
 			m.over = true
-			m.buf.Reset()
+			m.buf = bytes.Buffer{} // let the memory go, not only the bytes
 		}
 		return n, nil
 	}

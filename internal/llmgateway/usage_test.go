@@ -51,6 +51,11 @@ func TestMeter(t *testing.T) {
 		{name: "not json", ctype: "application/json", body: `<html>`},
 		{name: "negative and huge counts are bounded", ctype: "application/json",
 			body: `{"usage":{"input_tokens":-5,"output_tokens":99999999999999999}}`, want: Usage{Output: maxTokens}},
+		{name: "a JSON body of the bound is read", ctype: "application/json",
+			body: `{"usage":{"input_tokens":2},"x":"` + strings.Repeat("a", maxJSON-len(`{"usage":{"input_tokens":2},"x":""}`)) + `"}`,
+			want: Usage{Input: 2}},
+		{name: "a JSON body over the bound is not held", ctype: "application/json",
+			body: `{"usage":{"input_tokens":2},"x":"` + strings.Repeat("a", maxJSON) + `"}`},
 		{name: "an oversize line is skipped, the next one read", ctype: "text/event-stream",
 			body: "data: {\"usage\":{\"input_tokens\":1,\"x\":\"" + strings.Repeat("a", maxLine) + "\"}}\n" +
 				"data: {\"usage\":{\"output_tokens\":3}}\n",
@@ -67,6 +72,9 @@ func TestMeter(t *testing.T) {
 				}
 				if got := m.Usage(); got != tc.want {
 					t.Fatalf("in pieces of %d: usage %+v, want %+v", step, got, tc.want)
+				}
+				if c := m.buf.Cap(); c > max(maxJSON, maxLine) {
+					t.Fatalf("in pieces of %d: the meter holds %d bytes, over its bound", step, c)
 				}
 			}
 		})
