@@ -8,19 +8,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -119,11 +123,53 @@ func (b *idleBody) Close() error {
 	return b.rc.Close()
 }
 
-func (s *Store) remoteOptions(ctx context.Context) ([]remote.Option, error) {
+// transport is the store's round tripper to registries: s.opts.Transport
+// (or Go's default) behind the guard.
+func (s *Store) transport() http.RoundTripper {
 	base := s.opts.Transport
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	return &guard{base: base, stall: s.opts.StallTimeout}
+}
+
+// blobFetch fetches a blob of an image as it is, for ingest to verify.
+type blobFetch func(ctx context.Context, digest v1.Hash) (io.ReadCloser, error)
+
+// rawBlobs fetches repo's blobs without go-containerregistry's digest
+// check of each: ingest hashes every byte of a blob itself as it stores
+// it (teeBlob), and a second hash of each byte cost a pull a third of its
+// CPU time. The token exchange is the registry client's own.
+func (s *Store) rawBlobs(ctx context.Context, repo name.Repository) (blobFetch, error) {
+	auth, err := authn.Resolve(ctx, s.opts.Keychain, repo)
+	if err != nil {
+		return nil, fmt.Errorf("credentials for %s: %w", repo, err)
+	}
+	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, s.transport(), []string{repo.Scope(transport.PullScope)})
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Transport: rt}
+	return func(ctx context.Context, d v1.Hash) (io.ReadCloser, error) {
+		u := url.URL{Scheme: repo.Scheme(), Host: repo.RegistryStr(), Path: "/v2/" + repo.RepositoryStr() + "/blobs/" + d.String()}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("User-Agent", "soda-imagestore")
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if err := transport.CheckError(resp, http.StatusOK); err != nil {
+			resp.Body.Close()
+			return nil, err
+		}
+		return resp.Body, nil
+	}, nil
+}
+
+func (s *Store) remoteOptions(ctx context.Context) ([]remote.Option, error) {
 	plat, err := v1.ParsePlatform(s.opts.Platform)
 	if err != nil {
 		return nil, fmt.Errorf("platform %q: %w", s.opts.Platform, err)
@@ -131,7 +177,7 @@ func (s *Store) remoteOptions(ctx context.Context) ([]remote.Option, error) {
 	return []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(s.opts.Keychain),
-		remote.WithTransport(&guard{base: base, stall: s.opts.StallTimeout}),
+		remote.WithTransport(s.transport()),
 		remote.WithPlatform(*plat),
 		remote.WithUserAgent("soda-imagestore"),
 		remote.WithRetryBackoff(remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 2}),
@@ -162,7 +208,11 @@ func (s *Store) Pull(ctx context.Context, ref string) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	im, err := s.ingest(ctx, img, index, []string{r.Name()})
+	fetch, err := s.rawBlobs(ctx, r.Context())
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	im, err := s.ingest(ctx, img, fetch, index, []string{r.Name()})
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
@@ -195,7 +245,7 @@ func (s *Store) Import(ctx context.Context, path string) (*Image, error) {
 			return nil, fmt.Errorf("import %s: %w", path, err)
 		}
 	}
-	im, err := s.ingest(ctx, img, index, nil)
+	im, err := s.ingest(ctx, img, nil, index, nil)
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", path, err)
 	}
@@ -246,8 +296,9 @@ func layerMediaTypeOK(mt types.MediaType) bool {
 	return false
 }
 
-// ingest stores img's blobs (verified), unpacks it and records it.
-func (s *Store) ingest(ctx context.Context, img v1.Image, index string, names []string) (*Image, error) {
+// ingest stores img's blobs (verified), unpacks it and records it; its
+// layers come from fetch if set, else from img.
+func (s *Store) ingest(ctx context.Context, img v1.Image, fetch blobFetch, index string, names []string) (*Image, error) {
 	unlock, err := s.lock(ctx, true)
 	if err != nil {
 		return nil, err
@@ -323,6 +374,21 @@ func (s *Store) ingest(ctx context.Context, img v1.Image, index string, names []
 		Platform: platformOf(cfg), Env: cfg.Config.Env, WorkingDir: cfg.Config.WorkingDir, User: cfg.Config.User,
 		Entrypoint: cfg.Config.Entrypoint, Cmd: cfg.Config.Cmd, Stored: time.Now().UTC(),
 	}
+	// Each layer not in the store yet is fetched and applied in one pass:
+	// its bytes go to a staged blob file, through a hash, and on to the
+	// unpacker, which meanwhile writes the tree into a directory of its
+	// own. The blob's digest and size are checked once its layer is
+	// applied (UnpackLayer.Verify), and nothing enters the store until
+	// every one of them is: a blob that does not match leaves nothing
+	// behind but a staging directory removed on the way out.
+	fetched := map[int]int64{} // layer index → size, for the progress events
+	var tees []*teeBlob
+	defer func() {
+		for _, t := range tees {
+			t.abort()
+		}
+	}()
+	var layers []UnpackLayer
 	for i, d := range manifest.Layers {
 		if !layerMediaTypeOK(d.MediaType) {
 			return nil, fmt.Errorf("layer %s: media type %q is not a layer soda unpacks", d.Digest, d.MediaType)
@@ -332,33 +398,39 @@ func (s *Store) ingest(ctx context.Context, img v1.Image, index string, names []
 			return nil, fmt.Errorf("layer %s: not a sha256 digest", d.Digest)
 		}
 		rec.Layers = append(rec.Layers, Layer{Digest: d.Digest.String(), DiffID: cfg.RootFS.DiffIDs[i].String(), Size: d.Size, MediaType: string(d.MediaType)})
-		if _, err := os.Stat(s.blobPath(h)); err == nil || staged[h] != "" {
-			continue
+		ul := UnpackLayer{Digest: d.Digest.String(), DiffID: cfg.RootFS.DiffIDs[i].String()}
+		if p := staged[h]; p != "" {
+			ul.Open = func() (io.ReadCloser, error) { return os.Open(p) }
+		} else if _, err := os.Stat(s.blobPath(h)); err == nil {
+			ul.Open = func() (io.ReadCloser, error) { return os.Open(s.blobPath(h)) }
+		} else {
+			p := filepath.Join(stage, h)
+			staged[h] = p
+			fetched[i] = d.Size
+			t := &teeBlob{path: p, digest: d.Digest.String(), size: d.Size}
+			tees = append(tees, t)
+			ul.Open = func() (io.ReadCloser, error) {
+				var rc io.ReadCloser
+				if fetch != nil {
+					rc, err = fetch(ctx, d.Digest)
+				} else {
+					var l v1.Layer
+					if l, err = img.LayerByDigest(d.Digest); err == nil {
+						rc, err = l.Compressed()
+					}
+				}
+				if err != nil {
+					return nil, err
+				}
+				if err := t.start(rc); err != nil {
+					rc.Close()
+					return nil, err
+				}
+				return t, nil
+			}
+			ul.Verify = t.finish
 		}
-		if s.opts.Progress != nil {
-			s.opts.Progress(Event{Kind: EventFetch, Digest: d.Digest.String(), Index: i, Count: len(manifest.Layers), Size: d.Size})
-		}
-		l, err := img.LayerByDigest(d.Digest)
-		if err != nil {
-			return nil, fmt.Errorf("layer %s: %w", d.Digest, err)
-		}
-		rc, err := l.Compressed()
-		if err != nil {
-			return nil, fmt.Errorf("layer %s: %w", d.Digest, err)
-		}
-		p := filepath.Join(stage, h)
-		err = writeVerified(p, rc, d.Digest.String(), d.Size)
-		rc.Close()
-		if err != nil {
-			return nil, err
-		}
-		staged[h] = p
-	}
-	// Every blob is verified: only now does any enter the store.
-	for h, p := range staged {
-		if err := os.Rename(p, s.blobPath(h)); err != nil {
-			return nil, err
-		}
+		layers = append(layers, ul)
 	}
 
 	unpackDir, err := s.tempDir("unpack-")
@@ -373,13 +445,30 @@ func (s *Store) ingest(ctx context.Context, img v1.Image, index string, names []
 	if uo.Progress == nil {
 		uo.Progress = s.opts.Progress
 	}
-	var layers []UnpackLayer
-	for _, l := range rec.Layers {
-		h, _ := hexOf(l.Digest)
-		layers = append(layers, UnpackLayer{Digest: l.Digest, DiffID: l.DiffID, Open: func() (io.ReadCloser, error) { return os.Open(s.blobPath(h)) }})
+	if progress := uo.Progress; progress != nil {
+		uo.Progress = func(e Event) {
+			if size, ok := fetched[e.Index]; ok && e.Kind == EventUnpack {
+				progress(Event{Kind: EventFetch, Digest: e.Digest, Index: e.Index, Count: e.Count, Size: size})
+			}
+			progress(e)
+		}
 	}
 	if _, err := Unpack(ctx, unpackDir, layers, uo); err != nil {
+		// A blob that is not what the manifest says fails the unpack
+		// first, as a tar or decompression error: name the cause.
+		for _, t := range tees {
+			var dm *DigestMismatchError
+			if t.rc != nil && ctx.Err() == nil && errors.As(t.finish(), &dm) {
+				return nil, dm
+			}
+		}
 		return nil, err
+	}
+	// Every blob is verified: only now does any enter the store.
+	for h, p := range staged {
+		if err := os.Rename(p, s.blobPath(h)); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.Rename(unpackDir, s.rootfsPath(mh)); err != nil {
 		return nil, err
@@ -427,31 +516,91 @@ func digestOf(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// writeVerified writes r to p, hashing it; a content that does not hash
-// to digest (or has not size bytes) is removed and refused.
-func writeVerified(p string, r io.Reader, digest string, size int64) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// teeBlob is a layer's compressed stream as it is fetched: what the
+// unpacker reads of it is written to the staged blob file path and hashed
+// on the way. finish reads what the unpacker left (a stream's padding),
+// and refuses a content that does not hash to digest or has not size
+// bytes; the file is then removed.
+type teeBlob struct {
+	path, digest string
+	size         int64
+
+	rc  io.ReadCloser // the fetch
+	r   io.Reader     // rc, bounded to size+1 bytes
+	f   *os.File      // written through: the unpacker reads 64 KiB at a time
+	h   hash.Hash
+	n   int64
+	err error // the first write error
+}
+
+// start begins the fetch rc.
+func (t *teeBlob) start(rc io.ReadCloser) error {
+	if t.rc != nil {
+		return fmt.Errorf("layer %s: opened twice", t.digest)
+	}
+	f, err := os.OpenFile(t.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	h := sha256.New()
-	n, rerr := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, size+1))
-	cerr := f.Close()
-	got := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	t.rc, t.r, t.f, t.h = rc, io.LimitReader(rc, t.size+1), f, sha256.New()
+	return nil
+}
+
+func (t *teeBlob) Read(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.h.Write(p[:n])
+		t.n += int64(n)
+		if _, werr := t.f.Write(p[:n]); werr != nil {
+			t.err = fmt.Errorf("layer %s: store the blob: %w", t.digest, werr)
+			return n, t.err
+		}
+	}
+	var se *StallError
+	if err != nil && errors.As(err, &se) {
+		return n, fmt.Errorf("layer %s: %w", t.digest, se)
+	}
+	return n, err
+}
+
+// Close is the unpacker's: the fetch stays open for finish.
+func (t *teeBlob) Close() error { return nil }
+
+// finish drains the fetch, closes the blob file and checks what came.
+func (t *teeBlob) finish() error {
+	if t.rc == nil {
+		return fmt.Errorf("layer %s: never fetched", t.digest)
+	}
+	_, rerr := io.Copy(io.Discard, t)
 	if rerr == nil {
+		rerr = t.err
+	}
+	if cerr := t.f.Close(); rerr == nil {
 		rerr = cerr
 	}
-	if rerr != nil && !(n == size && got != digest) {
-		os.Remove(p)
-		var se *StallError
-		if errors.As(rerr, &se) {
-			return fmt.Errorf("layer %s: %w", digest, se)
-		}
-		return fmt.Errorf("layer %s: %w", digest, rerr)
+	t.rc.Close()
+	t.f, t.rc = nil, nil
+	got := "sha256:" + hex.EncodeToString(t.h.Sum(nil))
+	if got != t.digest || t.n != t.size {
+		os.Remove(t.path)
+		return &DigestMismatchError{What: "layer", Want: t.digest, Got: got, WantSize: t.size, GotSize: t.n, Err: rerr}
 	}
-	if got != digest || n != size {
-		os.Remove(p)
-		return &DigestMismatchError{What: "layer", Want: digest, Got: got, WantSize: size, GotSize: n, Err: rerr}
+	if rerr != nil {
+		os.Remove(t.path)
+		return fmt.Errorf("layer %s: %w", t.digest, rerr)
 	}
 	return nil
+}
+
+// abort closes what finish did not (an unpack that failed first).
+func (t *teeBlob) abort() {
+	if t.f != nil {
+		t.f.Close()
+	}
+	if t.rc != nil {
+		t.rc.Close()
+	}
 }

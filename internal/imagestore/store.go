@@ -561,6 +561,22 @@ func (s *Store) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, err
 	return rep, err
 }
 
+// Use finds ref in the store and leases it (see Lease) for a sandbox to
+// run on: the image and its root, free of symbolic links.
+func (s *Store) Use(ctx context.Context, ref string) (im *Image, root string, release func(), err error) {
+	if im, err = s.Inspect(ctx, ref); err != nil {
+		return nil, "", nil, err
+	}
+	if release, err = s.Lease(ctx, im.Digest); err != nil {
+		return nil, "", nil, err
+	}
+	if root, err = filepath.EvalSymlinks(im.Rootfs); err != nil {
+		release()
+		return nil, "", nil, fmt.Errorf("image %s: its root %s: %w", im.Digest, im.Rootfs, err)
+	}
+	return im, root, release, nil
+}
+
 // Lease marks the image digest in use until release is called or the
 // process dies: a file in leases/HEX/ held with a shared flock, which
 // Remove and Prune test and a dead holder's lease fails.

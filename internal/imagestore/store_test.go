@@ -706,7 +706,10 @@ func TestKill9(t *testing.T) {
 					t.Fatal("the helper did not fetch the layer")
 				}
 				// Wait until the half is on disk in tmp/.
-				for {
+				for wait := time.Now().Add(30 * time.Second); ; {
+					if time.Now().After(wait) {
+						t.Fatal("the half-sent layer did not reach tmp/ in 30 s")
+					}
 					m, _ := filepath.Glob(filepath.Join(dir, "tmp", "pull-*", lh))
 					if len(m) > 0 {
 						if fi, err := os.Stat(m[0]); err == nil && fi.Size() > 0 {

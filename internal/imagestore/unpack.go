@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +17,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -84,6 +86,9 @@ type UnpackLayer struct {
 	Digest string // the blob's digest, named in errors
 	DiffID string // the uncompressed stream's digest; "" not checked
 	Open   func() (io.ReadCloser, error)
+	// Verify, if set, is called once the layer is applied; its error
+	// fails the unpack (a fetched blob's digest, checked as it streamed).
+	Verify func() error
 }
 
 // UnpackReport tells what Unpack left out.
@@ -148,7 +153,14 @@ func (u *unpacker) layer(ctx context.Context, l UnpackLayer) error {
 		return fmt.Errorf("layer %s: %w", l.Digest, err)
 	}
 	defer closeStream()
-	cr := &countingReader{r: stream, limit: u.lim.MaxLayerBytes, h: sha256.New()}
+	// Fetching, hashing the blob and decompressing run ahead on a
+	// goroutine of their own while this one hashes the stream (diff_id),
+	// reads the tar and writes the files, as crane | tar do in two
+	// processes. The bound is checked here, so the goroutine decompresses
+	// at most its read-ahead past it.
+	ra := newReadAhead(stream)
+	defer ra.stop()
+	cr := &countingReader{r: ra, limit: u.lim.MaxLayerBytes, h: sha256.New()}
 	tr := tar.NewReader(cr)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -178,10 +190,14 @@ func (u *unpacker) layer(ctx context.Context, l UnpackLayer) error {
 	if _, err := io.Copy(io.Discard, cr); err != nil {
 		return u.streamErr(err)
 	}
+	ra.stop() // the blob is read to its end (Verify reads it next)
 	if l.DiffID != "" {
 		if got := "sha256:" + hex.EncodeToString(cr.h.Sum(nil)); got != l.DiffID {
 			return fmt.Errorf("layer %s: %w", l.Digest, &DigestMismatchError{What: "diff_id", Want: l.DiffID, Got: got, WantSize: -1})
 		}
+	}
+	if l.Verify != nil {
+		return l.Verify()
 	}
 	return nil
 }
@@ -218,6 +234,87 @@ func decompress(r io.Reader) (io.Reader, func(), error) {
 	default:
 		return br, func() {}, nil
 	}
+}
+
+// Read-ahead: how much of a layer's decompressed stream is read ahead of
+// the unpacker, in chunks of readAheadChunk bytes.
+const (
+	readAheadChunk = 256 << 10
+	readAheadDepth = 4
+)
+
+// readAhead reads r on a goroutine of its own, up to readAheadDepth
+// chunks ahead of its reader, and hands the chunks over; memory is
+// bounded to readAheadDepth+2 chunks. stop ends the goroutine (which may
+// finish a read of r first) and waits for it; r is not read after stop
+// returns.
+type readAhead struct {
+	chunks chan []byte   // full chunks, closed after err is set
+	free   chan []byte   // chunks to fill
+	done   chan struct{} // closed by stop
+	exited chan struct{}
+	err    error
+	cur    []byte // what is left of the chunk being read
+	buf    []byte // that chunk, whole
+	once   sync.Once
+}
+
+func newReadAhead(r io.Reader) *readAhead {
+	a := &readAhead{chunks: make(chan []byte, readAheadDepth), free: make(chan []byte, readAheadDepth+2),
+		done: make(chan struct{}), exited: make(chan struct{})}
+	for range readAheadDepth + 2 {
+		a.free <- make([]byte, readAheadChunk)
+	}
+	go func() {
+		defer close(a.exited)
+		for {
+			var b []byte
+			select {
+			case b = <-a.free:
+			case <-a.done:
+				return
+			}
+			n, err := io.ReadFull(r, b)
+			if n > 0 {
+				select {
+				case a.chunks <- b[:n]:
+				case <-a.done:
+					return
+				}
+			}
+			if err != nil {
+				if err == io.ErrUnexpectedEOF {
+					err = io.EOF
+				}
+				a.err = err
+				close(a.chunks)
+				return
+			}
+		}
+	}()
+	return a
+}
+
+func (a *readAhead) Read(p []byte) (int, error) {
+	for len(a.cur) == 0 {
+		if a.buf != nil {
+			a.free <- a.buf[:cap(a.buf)]
+			a.buf = nil
+		}
+		b, ok := <-a.chunks
+		if !ok {
+			return 0, a.err
+		}
+		a.cur, a.buf = b, b
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	return n, nil
+}
+
+func (a *readAhead) stop() {
+	a.once.Do(func() { close(a.done) })
+	<-a.exited
 }
 
 // countingReader bounds and hashes a decompressed stream.
