@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/soda-project/soda/internal/imagestore"
@@ -39,11 +38,13 @@ func useImage(ctx context.Context, cmd, image, store string, spec *sandbox.Spec,
 	if err != nil {
 		return nil, fmt.Errorf("--image: %w", err)
 	}
-	im, err := s.Inspect(ctx, image)
+	im, root, release, err := s.Use(ctx, image)
 	var nf *imagestore.NotFoundError
 	if errors.As(err, &nf) {
 		fmt.Fprintf(stderr, "sodactl: image %s is not in %s: pulling it\n", image, dir)
-		im, err = s.Pull(ctx, image)
+		if _, err = s.Pull(ctx, image); err == nil {
+			im, root, release, err = s.Use(ctx, image)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--image %s: %w", image, err)
@@ -51,36 +52,10 @@ func useImage(ctx context.Context, cmd, image, store string, spec *sandbox.Spec,
 	if !strings.Contains(image, "@sha256:") && !strings.HasPrefix(image, "sha256:") {
 		fmt.Fprintf(stderr, "sodactl: image %s is %s\n", image, im.Digest)
 	}
-	release, err = s.Lease(ctx, im.Digest)
-	if err != nil {
-		return nil, fmt.Errorf("--image %s: %w", image, err)
-	}
-	root, err := filepath.EvalSymlinks(im.Rootfs)
-	if err != nil {
-		release()
-		return nil, fmt.Errorf("--image %s: its root %s: %w", image, im.Rootfs, err)
-	}
-	spec.RootFS = root
 	name, _, _ := strings.Cut(image, "@")
 	if strings.HasPrefix(image, "sha256:") {
 		name = ""
 	}
-	spec.Image = strings.TrimPrefix(name+"@"+im.Digest, "@")
-	spec.Env = append(imageEnv(im.Env), spec.Env...)
+	spec.UseImage(root, strings.TrimPrefix(name+"@"+im.Digest, "@"), sandbox.ImageConfig{Env: im.Env, WorkingDir: im.WorkingDir})
 	return release, nil
-}
-
-// imageEnv is the image's environment as far as a sandbox takes it: not
-// PATH or HOME (the sandbox's own are for its layout), the rest filtered
-// like --env by the engine.
-func imageEnv(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == "PATH" || k == "HOME" {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
 }

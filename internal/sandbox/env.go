@@ -1,9 +1,12 @@
 package sandbox
 
 import (
-	"github.com/soda-project/soda/internal/sandbox/wire"
+	"cmp"
+	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // dropPrefixes and dropNames are environment variables a caller may not
@@ -54,13 +57,30 @@ func FilterEnv(env []string) (kept []string, dropped []EnvDrop) {
 	return kept, dropped
 }
 
+// DefaultPath is a sandbox's PATH unless its Spec.Path says otherwise.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// cleanPath keeps the absolute directories of a PATH, cleaned, each once.
+func cleanPath(path string) string {
+	var out []string
+	for _, d := range strings.Split(path, ":") {
+		if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, "\x00\n") {
+			continue
+		}
+		if d = filepath.Clean(d); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return strings.Join(out, ":")
+}
+
 // baseEnv is the environment every sandboxed command starts with.
 func baseEnv(s *Spec) []string {
 	env := []string{
 		"HOME=" + SandboxHome,
 		"USER=agent",
 		"LOGNAME=agent",
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH=" + cmp.Or(s.Path, DefaultPath),
 		"TMPDIR=/tmp",
 		"LANG=C.UTF-8",
 		"SHELL=/bin/sh",

@@ -165,7 +165,9 @@ type Spec struct {
 	// itself (not by its user), passed unfiltered, e.g. SODA_MCP_CONFIG.
 	TrustedEnv []string
 	// Dir is the working directory (must be inside a granted path or the
-	// sandbox home); empty means the first read-write path, else home.
+	// sandbox home, or with RootFS a directory of the image below a
+	// top-level directory it shows); empty means the first read-write
+	// path, else home.
 	Dir string
 	// ReadOnly and ReadWrite are host paths visible in the sandbox at the
 	// same place; everything else of the host is read-only system (/usr,
@@ -204,6 +206,12 @@ type Spec struct {
 	// Image names what RootFS was unpacked from (REF@sha256:…), for
 	// the audit trail's start record.
 	Image string
+	// Path is the command's PATH (an image's own); empty: the sandbox's
+	// default, /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin.
+	// Only absolute directories are kept: an empty or relative entry
+	// would look commands up in the working directory, which the sandbox
+	// can write.
+	Path string
 	// Terminate, if set, has the egress proxy terminate TLS for the
 	// targets with a secret or an HTTP rule (egress.Terminator); it holds
 	// the sandbox CA's key and the secrets, so it is never written
@@ -335,6 +343,12 @@ func (s *Spec) Normalize() error {
 			s.Dir = SandboxHome
 		}
 	case s.Dir == SandboxWorkspace && s.WorkspaceSize > 0, s.Dir == SandboxHome:
+	case s.RootFS != "" && !insideAny(s.Dir, s.ReadWrite) && !insideAny(s.Dir, s.ReadOnly):
+		d, err := imageDir(s.RootFS, s.Dir)
+		if err != nil {
+			return fmt.Errorf("working directory: %w", err)
+		}
+		s.Dir = d
 	default:
 		d, err := resolveDir(s.Dir)
 		if err != nil {
@@ -345,6 +359,7 @@ func (s *Spec) Normalize() error {
 		}
 		s.Dir = d
 	}
+	s.Path = cleanPath(s.Path)
 	l := &s.Limits
 	if l.MemoryMax == 0 {
 		l.MemoryMax = DefaultLimits.MemoryMax

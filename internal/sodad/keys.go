@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/soda-project/soda/internal/egress"
@@ -72,21 +71,12 @@ func (d *Daemon) startImage(ctx context.Context, b *box, p *profile.Profile, spe
 	if err != nil {
 		return fmt.Errorf("profile %s: Image=%s: %w", p.Name, p.Image, err)
 	}
-	im, err := s.Inspect(ctx, p.Image)
+	im, root, release, err := s.Use(ctx, p.Image)
 	if err != nil {
 		d.log.Error("profile image", "profile", p.Name, "image", p.Image, "err", err)
 		return fmt.Errorf("profile %s: Image=%s: %w (an administrator puts it there: sodactl image pull %s)", p.Name, p.Image, err, p.Image)
 	}
-	release, err := s.Lease(ctx, im.Digest)
-	if err != nil {
-		return fmt.Errorf("profile %s: Image=%s: %w", p.Name, p.Image, err)
-	}
-	root, err := filepath.EvalSymlinks(im.Rootfs)
-	if err != nil {
-		release()
-		return fmt.Errorf("profile %s: Image=%s: its root: %w", p.Name, p.Image, err)
-	}
-	spec.RootFS, spec.Image = root, p.Image
+	spec.UseImage(root, p.Image, sandbox.ImageConfig{Env: im.Env, WorkingDir: im.WorkingDir})
 	b.image, b.releaseImage = p.Image, release
 	return nil
 }

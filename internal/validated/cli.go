@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -197,21 +196,12 @@ func kindImage(ctx context.Context, k *validate.Kind, tmpl *sandbox.Spec) (relea
 	if err != nil {
 		return nil, fmt.Errorf("Image=%s: %w", k.Image, err)
 	}
-	im, err := s.Inspect(ctx, k.Image)
+	im, root, release, err := s.Use(ctx, k.Image)
 	if err != nil {
 		return nil, fmt.Errorf("Image=%s: %w (sodactl image pull --store %s %s puts it there)", k.Image, err, dir, k.Image)
 	}
-	release, err = s.Lease(ctx, im.Digest)
-	if err != nil {
-		return nil, fmt.Errorf("Image=%s: %w", k.Image, err)
-	}
-	root, err := filepath.EvalSymlinks(im.Rootfs)
-	if err != nil {
-		release()
-		return nil, fmt.Errorf("Image=%s: its root: %w", k.Image, err)
-	}
 	k.ImageRoot, k.ImageDigest = root, im.Digest
-	tmpl.RootFS, tmpl.Image = root, k.Image
+	tmpl.UseImage(root, k.Image, sandbox.ImageConfig{Env: im.Env, WorkingDir: im.WorkingDir})
 	return release, nil
 }
 
