@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -71,6 +72,51 @@ func checkInitPath(p string) error {
 	}
 	if err := unix.Access(p, unix.X_OK); err != nil {
 		return fmt.Errorf("sandbox: Config.InitPath %s is not executable: %w", p, err)
+	}
+	return nil
+}
+
+// elfInterp returns the ELF interpreter (PT_INTERP) the binary at p asks
+// for, "" for a static binary (or one that is not ELF, which exec then
+// refuses on its own).
+func elfInterp(p string) (string, error) {
+	raw, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer raw.Close()
+	var magic [4]byte
+	if _, err := raw.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
+		return "", nil
+	}
+	f, err := elf.NewFile(raw)
+	if err != nil {
+		return "", err
+	}
+	for _, prog := range f.Progs {
+		if prog.Type != elf.PT_INTERP {
+			continue
+		}
+		b := make([]byte, min(prog.Filesz, 4096))
+		if _, err := prog.ReadAt(b, 0); err != nil {
+			return "", fmt.Errorf("%s: PT_INTERP: %w", p, err)
+		}
+		return strings.TrimRight(string(b), "\x00"), nil
+	}
+	return "", nil
+}
+
+// checkImageInit says why init cannot run on an image's root: init
+// re-executes itself inside the sandbox (the repository guard), after
+// the root is the image's, where a dynamically linked init's interpreter
+// and libraries are not.
+func checkImageInit(initPath string) error {
+	interp, err := elfInterp(initPath)
+	if err != nil {
+		return fmt.Errorf("sandbox: read %s: %w", initPath, err)
+	}
+	if interp != "" {
+		return fmt.Errorf("sandbox: %s is dynamically linked (its ELF interpreter is %s), so it cannot re-execute itself on an image's root, which lacks the host's libraries: build it statically (CGO_ENABLED=0, as soda's Makefile and packages do)", initPath, interp)
 	}
 	return nil
 }

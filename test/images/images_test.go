@@ -109,6 +109,36 @@ func TestRunImage(t *testing.T) {
 	if _, errOut, code := sodactl("run", "--direct", "--image-store", store, "--image", repo+":nope", "--", "/bin/probe"); code != 125 {
 		t.Errorf("--image of a missing tag: exit %d, want 125\n%s", code, errOut)
 	}
+
+	// The image's configuration: its PATH finds imgprobe (in /opt/tools
+	// only), its WorkingDir is the command's when nothing else names one,
+	// its variables come through, its HOME does not.
+	cfgRef := repo + ":config"
+	testkit.Push(t, cfgRef, testkit.Configure(t, testkit.ProbeImage(t, "ID=soda-image-test\n", "opt/tools/imgprobe"),
+		[]string{"PATH=/opt/tools:/bin:relative", "IMAGE_VAR=from-image", "HOME=/root"}, "/opt"))
+	out, errOut, code = sodactl("run", "--direct", "--image-store", store, "--image", cfgRef, "--", "imgprobe")
+	if code != 0 {
+		t.Fatalf("--image with a configuration: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"cwd: /opt\n", "PATH: /opt/tools:/bin\n", "IMAGE_VAR: from-image\n", "HOME: /home/agent\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--image with a configuration: output lacks %q:\n%s", want, out)
+		}
+	}
+	// A project (--rw) is where the command starts, not the image's
+	// directory.
+	proj := filepath.Join(bin, "project")
+	if err := os.Mkdir(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := sodactl("run", "--direct", "--rw", proj, "--image-store", store, "--image", cfgRef, "--", "imgprobe"); code != 0 || !strings.Contains(out, "cwd: "+proj+"\n") {
+		t.Errorf("--image with --rw: exit %d, want the project as working directory\n%s\n%s", code, out, errOut)
+	}
+	// A WorkingDir the sandbox shows with its own contents is refused.
+	testkit.Push(t, repo+":tmpdir", testkit.Configure(t, testkit.ProbeImage(t, "ID=soda-image-test\n"), nil, "/tmp"))
+	if _, errOut, code := sodactl("run", "--direct", "--image-store", store, "--image", repo+":tmpdir", "--", "/bin/probe"); code != 125 || !strings.Contains(errOut, "a /tmp of its own") {
+		t.Errorf("--image with WorkingDir /tmp: exit %d, want 125 and the reason\n%s", code, errOut)
+	}
 }
 
 // TestRunImageAsUser: an unprivileged user (nobody, in the sandbox

@@ -91,16 +91,42 @@ func Image(t testing.TB, raw []byte) v1.Image {
 }
 
 // ProbeImage is an image of StaticProbe as /bin/probe (and, with more
-// names, as /bin/NAME too: tar, true) with release as /etc/os-release.
+// names, as /bin/NAME too: tar, true; a name with a slash is a path from
+// the root, its directories made) with release as /etc/os-release.
 func ProbeImage(t testing.TB, release string, more ...string) v1.Image {
 	t.Helper()
 	probe := StaticProbe(t)
 	entries := []Entry{{Name: "bin/", Mode: 0o755}, {Name: "bin/probe", Mode: 0o755, Data: probe}}
 	for _, n := range more {
-		entries = append(entries, Entry{Name: "bin/" + n, Mode: 0o755, Data: probe})
+		if !strings.Contains(n, "/") {
+			entries = append(entries, Entry{Name: "bin/" + n, Mode: 0o755, Data: probe})
+			continue
+		}
+		parts := strings.Split(n, "/")
+		for i := range parts[:len(parts)-1] {
+			entries = append(entries, Entry{Name: strings.Join(parts[:i+1], "/") + "/", Mode: 0o755})
+		}
+		entries = append(entries, Entry{Name: n, Mode: 0o755, Data: probe})
 	}
 	entries = append(entries, Entry{Name: "etc/", Mode: 0o755}, Entry{Name: "etc/os-release", Mode: 0o644, Data: []byte(release)})
 	return Image(t, Layer(t, entries))
+}
+
+// Configure is img with env and workingDir as its configuration's Env
+// and WorkingDir.
+func Configure(t testing.TB, img v1.Image, env []string, workingDir string) v1.Image {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Env, cf.Config.WorkingDir = env, workingDir
+	out, err := mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // Registry serves go-containerregistry's registry on loopback until the

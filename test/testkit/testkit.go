@@ -27,7 +27,11 @@ func BuildBinaries(prefix string, cmds ...string) (string, error) {
 		return "", err
 	}
 	for _, c := range cmds {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, c), "github.com/soda-project/soda/cmd/"+c).CombinedOutput()
+		// Static, as the Makefile and the packages build them: init
+		// re-executes itself on an image's root, which has no libc.
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, c), "github.com/soda-project/soda/cmd/"+c)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			os.RemoveAll(dir)
 			return "", fmt.Errorf("go build %s: %v\n%s", c, err, out)

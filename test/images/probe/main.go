@@ -6,7 +6,8 @@
 // it does what a validator's sandbox asks of tar to write the sources in
 // (tar -x -f - -C DIR: regular files and directories only), for an image
 // that has no tar of its own. Called as true, it exits 0 (the start-up
-// benchmark's command).
+// benchmark's command). It prints its working directory and some of its
+// environment too (an image's configuration applied).
 package main
 
 import (
@@ -38,6 +39,8 @@ func main() {
 	fmt.Printf("write /bin/written: %v\n", err == nil)
 	err = os.WriteFile(os.Getenv("HOME")+"/ok", []byte("x"), 0o644)
 	fmt.Printf("write home: %v\n", err == nil)
+	wd, _ := os.Getwd()
+	fmt.Printf("cwd: %s\nPATH: %s\nIMAGE_VAR: %s\nHOME: %s\n", wd, os.Getenv("PATH"), os.Getenv("IMAGE_VAR"), os.Getenv("HOME"))
 }
 
 func validate(files []string) int {
