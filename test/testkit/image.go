@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,6 +128,81 @@ func Configure(t testing.TB, img v1.Image, env []string, workingDir string) v1.I
 		t.Fatal(err)
 	}
 	return out
+}
+
+// HostProgramsLayer is a layer of the host's programs (absolute paths)
+// and the shared libraries ldd lists for them, at the paths they have on
+// the host: each symbolic link on the way (/lib64, /lib on a merged-/usr
+// system, the loader's own) as a link, each file once, with the
+// directories they need. A real tool in an image, built from the host's
+// packages, with no registry to reach.
+func HostProgramsLayer(t testing.TB, programs ...string) []Entry {
+	t.Helper()
+	need := slices.Clone(programs)
+	for _, p := range programs {
+		out, err := exec.Command("ldd", p).Output()
+		if err != nil {
+			continue // static, or not ELF: nothing more to bring
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				need = append(need, f)
+			}
+		}
+	}
+	var entries []Entry
+	seen := map[string]bool{}
+	add := func(e Entry) {
+		if !seen[e.Name] {
+			seen[e.Name] = true
+			entries = append(entries, e)
+		}
+	}
+	for _, p := range need {
+		// Walk p a component at a time as the kernel would, recording
+		// each link and directory met, until it is a file.
+		for hops := 0; ; hops++ {
+			if hops > 40 {
+				t.Fatalf("%s: too many links", p)
+			}
+			parts := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
+			moved := false
+			for i := range parts {
+				cur := "/" + strings.Join(parts[:i+1], "/")
+				fi, err := os.Lstat(cur)
+				if err != nil {
+					t.Fatalf("%s: %v", p, err)
+				}
+				name := strings.TrimPrefix(cur, "/")
+				switch {
+				case fi.Mode()&os.ModeSymlink != 0:
+					target, err := os.Readlink(cur)
+					if err != nil {
+						t.Fatal(err)
+					}
+					add(Entry{Name: name, Mode: 0o777, Link: target})
+					if !filepath.IsAbs(target) {
+						target = filepath.Join(filepath.Dir(cur), target)
+					}
+					p, moved = filepath.Join(append([]string{target}, parts[i+1:]...)...), true
+				case fi.IsDir():
+					add(Entry{Name: name + "/", Mode: 0o755})
+					continue
+				default:
+					data, err := os.ReadFile(cur)
+					if err != nil {
+						t.Fatal(err)
+					}
+					add(Entry{Name: name, Mode: int64(fi.Mode().Perm()), Data: data})
+				}
+				break
+			}
+			if !moved {
+				break
+			}
+		}
+	}
+	return entries
 }
 
 // Registry serves go-containerregistry's registry on loopback until the

@@ -83,3 +83,67 @@ func TestImageValidator(t *testing.T) {
 		t.Errorf("Image= with a tag: %v\n%s", err, out)
 	}
 }
+
+// TestPackagedValidators runs the shipped ShellCheck kind in both its
+// forms (packaging/validate): shellcheck.conf on the host's shellcheck,
+// and shellcheck-image.conf, its Image= set to an image the test builds
+// from the host's shellcheck package and its libraries (with the test's
+// probe as tar). Both give the same verdicts; the image form's names the
+// image.
+func TestPackagedValidators(t *testing.T) {
+	requireSandbox(t)
+	if _, err := os.Stat("/usr/bin/shellcheck"); err != nil {
+		t.Fatalf("shellcheck is not installed (.ci/run installs it): %v", err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "packaging", "validate", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	host := read("shellcheck.conf")
+	image := read("shellcheck-image.conf")
+
+	reg := testkit.Registry(t)
+	base := filepath.Join(t.TempDir(), "images")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(base), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(base, "store")
+	entries := append(testkit.HostProgramsLayer(t, "/usr/bin/shellcheck"), testkit.Entry{Name: "usr/bin/tar", Mode: 0o755, Data: testkit.StaticProbe(t)})
+	ref := reg + "/tools/shellcheck:debian"
+	digest := testkit.Push(t, ref, testkit.Image(t, testkit.Layer(t, entries)))
+	if out, err := exec.Command(filepath.Join(bin, "sodactl"), "image", "pull", "--store", store, ref).CombinedOutput(); err != nil {
+		t.Fatalf("sodactl image pull %s: %v\n%s", ref, err, out)
+	}
+	// The shipped file, its placeholder replaced by the image built here.
+	placeholder := "registry.example.com/tools/shellcheck@sha256:" + strings.Repeat("0", 64)
+	if !strings.Contains(image, "Image="+placeholder+"\n") {
+		t.Fatalf("shellcheck-image.conf does not name the placeholder %s", placeholder)
+	}
+	image = strings.Replace(image, placeholder, reg+"/tools/shellcheck@"+digest, 1)
+	image = strings.Replace(image, "[Validator]\n", "[Validator]\nImageStore="+store+"\n", 1)
+
+	good := "#!/bin/bash\nset -eu\necho \"hello $1\"\n"
+	bad := "#!/bin/bash\nfor f in $(ls *.txt); do\n  cat $f\ndone\n"
+	for _, form := range []struct{ name, conf, image string }{{"host", host, ""}, {"image", image, digest}} {
+		t.Run(form.name, func(t *testing.T) {
+			cs, _ := worker(t, "shellcheck", form.conf)
+			v, text, isErr := validate(t, cs, [2]string{"ok.sh", good})
+			if isErr || !v.Completed || v.Verdict == nil || *v.Verdict != "valid" {
+				t.Fatalf("a valid script: %+v\n%s", v, text)
+			}
+			if v.Digests.Image != form.image {
+				t.Errorf("the verdict's image digest %q, want %q", v.Digests.Image, form.image)
+			}
+			v, text, _ = validate(t, cs, [2]string{"bad.sh", bad})
+			if v.Verdict == nil || *v.Verdict != "invalid" || len(v.Diagnostics) == 0 || !strings.Contains(v.Diagnostics[0].Message, "SC") {
+				t.Fatalf("an invalid script: %+v\n%s", v, text)
+			}
+		})
+	}
+}
