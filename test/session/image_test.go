@@ -1,106 +1,41 @@
 package session
 
 import (
-	"archive/tar"
-	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/soda-project/soda/test/testkit"
 )
 
-// userlandLayer is a layer of the host's own bash, dash, GNU tar, find
-// and the few tools a session's scripts run, with the shared libraries
-// ldd names, below usr/ (bin, lib and lib64 link there, as on a merged-/usr
-// system), and an os-release of its own: the smallest image a session
-// can use, made without a network.
+// userlandLayer is a layer of the host's own bash, dash, GNU tar, find,
+// the few tools a session's scripts run and python3 (with the part of its
+// standard library that starting it and writing a file need), with the
+// shared libraries ldd names, and an os-release of its own: the smallest
+// image a session can use, made without a network.
 func userlandLayer(t *testing.T) []byte {
 	t.Helper()
-	tools := []string{"bash", "sh", "tar", "find", "chmod", "rm", "stat", "cat", "ls", "mkdir", "id", "wc"}
-	files := map[string]bool{}
-	lddLine := regexp.MustCompile(`(/[^ ]+) \(0x`)
-	for _, tool := range tools {
+	var paths []string
+	for _, tool := range []string{"bash", "sh", "tar", "find", "chmod", "rm", "stat", "cat", "ls", "mkdir", "id", "wc"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
-			t.Skipf("host lacks: %s for the test image: %v", tool, err)
+			testkit.SkipHostLacks(t, "%s for the test image: %v", tool, err)
 		}
-		files[p] = true // sh -> dash: the link too
-		p, _ = filepath.EvalSymlinks(p)
-		files[p] = true
-		out, _ := exec.Command("ldd", p).Output()
-		for _, m := range lddLine.FindAllStringSubmatch(string(out), -1) {
-			lib, _ := filepath.EvalSymlinks(m[1])
-			files[lib] = true
-			files[m[1]] = true
-		}
+		paths = append(paths, p)
 	}
-	var names []string
-	for f := range files {
-		names = append(names, f)
+	paths = append(paths, "/bin/sh") // what a session's exec runs, through /bin as the host has it
+	// The system's python3 (not a version manager's shim first in PATH),
+	// and where its standard library is.
+	out, err := exec.Command("/usr/bin/python3", "-I", "-c", "import os; print(os.path.dirname(os.__file__))").Output()
+	if err != nil {
+		testkit.SkipHostLacks(t, "/usr/bin/python3 for the test image: %v", err)
 	}
-	sort.Strings(names)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
-	mkdirs := func(p string) {
-		var parts []string
-		for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
-			parts = append([]string{d}, parts...)
-		}
-		for _, d := range parts {
-			if !dirs[d] {
-				dirs[d] = true
-				_ = tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir})
-			}
-		}
-	}
-	// The host's own paths, under usr/ where it merges them.
-	under := func(p string) string {
-		for _, top := range []string{"/bin/", "/lib/", "/lib64/", "/sbin/"} {
-			if strings.HasPrefix(p, top) {
-				return "/usr" + p
-			}
-		}
-		return p
-	}
-	for _, f := range names {
-		dst := under(f)
-		if dirs[dst] {
-			continue
-		}
-		fi, err := os.Lstat(f)
-		if err != nil {
-			continue
-		}
-		mkdirs(dst)
-		if fi.Mode()&os.ModeSymlink != 0 {
-			target, _ := os.Readlink(f)
-			_ = tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(dst, "/"), Linkname: target, Typeflag: tar.TypeSymlink, Mode: 0o777})
-			dirs[dst] = true
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(dst, "/"), Mode: int64(fi.Mode().Perm()), Size: int64(len(data)), Typeflag: tar.TypeReg})
-		_, _ = tw.Write(data)
-		dirs[dst] = true
-	}
-	for _, l := range []struct{ name, target string }{{"bin", "usr/bin"}, {"lib", "usr/lib"}, {"lib64", "usr/lib64"}, {"sbin", "usr/sbin"}} {
-		_ = tw.WriteHeader(&tar.Header{Name: l.name, Linkname: l.target, Typeflag: tar.TypeSymlink, Mode: 0o777})
-	}
-	mkdirs("/etc/x")
-	release := []byte("ID=soda-session-image\n")
-	_ = tw.WriteHeader(&tar.Header{Name: "etc/os-release", Mode: 0o644, Size: int64(len(release)), Typeflag: tar.TypeReg})
-	_, _ = tw.Write(release)
-	_ = tw.Close()
-	return buf.Bytes()
+	lib := strings.TrimSpace(string(out))
+	paths = append(paths, "/usr/bin/python3", lib+"/os.py", lib+"/encodings/__init__.py", lib+"/encodings/aliases.py", lib+"/encodings/utf_8.py")
+	entries := append(testkit.HostFilesLayer(t, paths...),
+		testkit.Entry{Name: "etc/", Mode: 0o755}, testkit.Entry{Name: "etc/os-release", Mode: 0o644, Data: []byte("ID=soda-session-image\n")})
+	return testkit.Layer(t, entries)
 }
 
 // TestImageSession: sodactl sandbox mcp --direct --image: each session's
@@ -118,9 +53,10 @@ func TestImageSession(t *testing.T) {
 	res, _ := must(t, cs, "sandbox_create", map[string]any{"files": []any{file("seed.txt", "seed\n")}})
 	id := res.SandboxID
 	out, _ := must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id,
-		"command": "cat /etc/os-release; test -e /usr/bin/python3 && echo host-python || echo no-python; cat seed.txt; echo new > added.txt"})
+		"command": "cat /etc/os-release; test -e /usr/lib/python3/dist-packages && echo host-python || echo image-python; cat seed.txt; " +
+			"python3 -I -c 'import sys; open(\"added.txt\", \"w\").write(\"written by python %d.%d\\n\" % sys.version_info[:2])'; cat added.txt"})
 	if out.Exec == nil || out.Exec.ExitCode != 0 || !strings.Contains(out.Exec.Stdout, "ID=soda-session-image") ||
-		!strings.Contains(out.Exec.Stdout, "no-python") || !strings.Contains(out.Exec.Stdout, "seed") {
+		!strings.Contains(out.Exec.Stdout, "image-python") || !strings.Contains(out.Exec.Stdout, "seed") || !strings.Contains(out.Exec.Stdout, "written by python 3.") {
 		t.Fatalf("exec in the image: %+v", out.Exec)
 	}
 	d, _ := must(t, cs, "sandbox_diff", map[string]any{"sandbox_id": id})

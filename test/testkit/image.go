@@ -130,16 +130,17 @@ func Configure(t testing.TB, img v1.Image, env []string, workingDir string) v1.I
 	return out
 }
 
-// HostProgramsLayer is a layer of the host's programs (absolute paths)
-// and the shared libraries ldd lists for them, at the paths they have on
-// the host: each symbolic link on the way (/lib64, /lib on a merged-/usr
-// system, the loader's own) as a link, each file once, with the
-// directories they need. A real tool in an image, built from the host's
-// packages, with no registry to reach.
-func HostProgramsLayer(t testing.TB, programs ...string) []Entry {
+// HostFilesLayer is the entries of a layer of the host's files
+// (absolute paths) and, for the programs among them, the shared libraries
+// ldd lists, at the paths they have on the host: each symbolic link on
+// the way (/bin, /lib, /lib64 on a merged-/usr system, sh -> dash, the
+// loader's own) as a link, each file once, with the directories they
+// need. Real tools in an image, built from the host's packages, with no
+// registry to reach.
+func HostFilesLayer(t testing.TB, paths ...string) []Entry {
 	t.Helper()
-	need := slices.Clone(programs)
-	for _, p := range programs {
+	need := slices.Clone(paths)
+	for _, p := range paths {
 		out, err := exec.Command("ldd", p).Output()
 		if err != nil {
 			continue // static, or not ELF: nothing more to bring

@@ -114,7 +114,7 @@ func TestPackagedValidators(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := filepath.Join(base, "store")
-	entries := append(testkit.HostProgramsLayer(t, "/usr/bin/shellcheck"), testkit.Entry{Name: "usr/bin/tar", Mode: 0o755, Data: testkit.StaticProbe(t)})
+	entries := append(testkit.HostFilesLayer(t, "/usr/bin/shellcheck"), testkit.Entry{Name: "usr/bin/tar", Mode: 0o755, Data: testkit.StaticProbe(t)})
 	ref := reg + "/tools/shellcheck:debian"
 	digest := testkit.Push(t, ref, testkit.Image(t, testkit.Layer(t, entries)))
 	if out, err := exec.Command(filepath.Join(bin, "sodactl"), "image", "pull", "--store", store, ref).CombinedOutput(); err != nil {
