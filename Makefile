@@ -18,7 +18,8 @@
 #   make bench-conformance  the MCP conformance runner, reference vs soda-mcpd
 #   make bench-llm  the model gateway against a direct TLS request, in one run
 #   make bench-images  sodactl run --image against the host's root; image pull
-#                   against crane export | tar -x (root)
+#                   against crane export | tar -x; a session's warm exec on
+#                   an image against the host's root (root)
 #   make bench-compare BEFORE=REV  this checkout against REV on soda's figures of
 #                   bench, bench-sandbox and bench-sessions, in one run
 #   make man        render man pages
@@ -186,6 +187,7 @@ bench-llm:
 bench-images:
 	@mkdir -p bench/results
 	SODA_BENCH=1 SODA_BENCH_OUT=$(CURDIR)/bench/results/latest-images.md $(GO) test -count=1 -v -run TestBenchImages ./test/images/
+	SODA_BENCH=1 SODA_BENCH_OUT=$(CURDIR)/bench/results/latest-images-session.md $(GO) test -count=1 -v -run TestBenchImageSession ./test/session/
 
 # This checkout ("after") against BEFORE (a git revision, built in a temporary
 # worktree) on soda's own figures of bench, bench-sandbox (root) and

@@ -50,6 +50,7 @@ func TestSodad(t *testing.T) {
 	for _, p := range []string{"sodad", "soda-sandbox-init", "sodactl"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./cmd/"+p)
 		build.Dir = repo
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile and the packages
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", p, err, out)
 		}

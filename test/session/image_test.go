@@ -1,11 +1,15 @@
 package session
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/soda-project/soda/test/testkit"
 )
 
@@ -67,5 +71,44 @@ func TestImageSession(t *testing.T) {
 	back, _ := must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "ls"})
 	if back.Exec == nil || strings.TrimSpace(back.Exec.Stdout) != "seed.txt" {
 		t.Fatalf("after reset: %+v", back.Exec)
+	}
+}
+
+// TestBenchImageSession is make bench-images' third figure (SODA_BENCH=1):
+// a session's warm sandbox_exec of true on an image (userlandLayer)
+// against the same on the host's root, p50 of 100 each, three rounds
+// alternated, in one run. Nothing is gated on a time.
+func TestBenchImageSession(t *testing.T) {
+	if os.Getenv("SODA_BENCH") != "1" {
+		t.Skip(testkit.BenchmarkOnly + " make bench-images runs it (SODA_BENCH=1)")
+	}
+	requireSandbox(t)
+	ref := testkit.Registry(t) + "/soda/userland:bench"
+	testkit.Push(t, ref, testkit.Image(t, userlandLayer(t)))
+	store := filepath.Join(bin, "image-store-bench")
+	if out, err := exec.Command(filepath.Join(bin, "sodactl"), "image", "pull", "--store", store, ref).CombinedOutput(); err != nil {
+		t.Fatalf("sodactl image pull: %v\n%s", err, out)
+	}
+	hostCS, _ := server(t)
+	imageCS, _ := server(t, "--image", ref, "--image-store", store)
+	hostID, imageID := must1(t, hostCS), must1(t, imageCS)
+	warm := func(cs *mcp.ClientSession, id string) []time.Duration {
+		return testkit.TimeIt(100, func() {
+			must(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "argv": []any{"true"}})
+		})
+	}
+	var host, image []time.Duration
+	for round := 0; round < 3; round++ {
+		host = append(host, warm(hostCS, hostID)...)
+		image = append(image, warm(imageCS, imageID)...)
+	}
+	h, im := testkit.Median(host), testkit.Median(image)
+	line := fmt.Sprintf("| a session's warm `sandbox_exec` of `true`, p50 of 300 | %s | %s (host root) | %.2f | unchanged |",
+		im.Round(time.Microsecond), h.Round(time.Microsecond), float64(im)/float64(h))
+	t.Log(line)
+	if p := os.Getenv("SODA_BENCH_OUT"); p != "" {
+		if err := os.WriteFile(p, []byte(line+"\n"), 0o644); err != nil {
+			t.Error(err)
+		}
 	}
 }
