@@ -21,7 +21,7 @@ import (
 func userlandLayer(t *testing.T) []byte {
 	t.Helper()
 	var paths []string
-	for _, tool := range []string{"bash", "sh", "tar", "find", "chmod", "rm", "stat", "cat", "ls", "mkdir", "id", "wc"} {
+	for _, tool := range []string{"bash", "sh", "tar", "find", "chmod", "rm", "stat", "cat", "ls", "mkdir", "id", "wc", "true"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
 			testkit.SkipHostLacks(t, "%s for the test image: %v", tool, err)
