@@ -455,10 +455,17 @@ func (s *Store) ingest(ctx context.Context, img v1.Image, fetch blobFetch, index
 	}
 	if _, err := Unpack(ctx, unpackDir, layers, uo); err != nil {
 		// A blob that is not what the manifest says fails the unpack
-		// first, as a tar or decompression error: name the cause.
+		// first, as a tar or decompression error: name the cause, if
+		// little of it is left to read. A refused entry is the image's
+		// own content, as the manifest says or not: nothing more is
+		// fetched for it.
+		var ee *EntryError
+		if errors.As(err, &ee) || ctx.Err() != nil {
+			return nil, err
+		}
 		for _, t := range tees {
 			var dm *DigestMismatchError
-			if t.rc != nil && ctx.Err() == nil && errors.As(t.finish(), &dm) {
+			if t.rc != nil && t.size-t.n <= maxDiagnosisBytes && errors.As(t.finish(), &dm) {
 				return nil, dm
 			}
 		}
@@ -515,6 +522,11 @@ func digestOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// maxDiagnosisBytes bounds what ingest still fetches of a blob whose
+// unpack failed, to tell a blob that is not what its manifest says from
+// a malformed one.
+const maxDiagnosisBytes = 64 << 20
 
 // teeBlob is a layer's compressed stream as it is fetched: what the
 // unpacker reads of it is written to the staged blob file path and hashed

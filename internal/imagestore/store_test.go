@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -333,6 +334,43 @@ func TestPullCorruptBlob(t *testing.T) {
 	var dm *DigestMismatchError
 	if !errors.As(err, &dm) || dm.Want != ld.String() {
 		t.Fatalf("err %v, want a digest mismatch of %s", err, ld)
+	}
+	holdsNothing(t, s)
+}
+
+// TestPullRefusedEntryStopsFetch: a layer refused at its first entry
+// ends the fetch there: the rest of a big blob (32 MiB of noise, not
+// compressible) is not downloaded to tell anything more.
+func TestPullRefusedEntryStopsFetch(t *testing.T) {
+	noise := make([]byte, 32<<20)
+	if _, err := rand.Read(noise); err != nil {
+		t.Fatal(err)
+	}
+	img := testImage(t, runtime.GOARCH, gzLayer(t, file("../escape", "x"), file("big", string(noise))))
+	layers, _ := img.Layers()
+	ld, _ := layers[0].Digest()
+	size, _ := layers[0].Size()
+	var sent atomic.Int64
+	host := startRegistry(t, func(h http.Handler) http.Handler {
+		return blobHandler(h, ld.String(), func(w http.ResponseWriter, r *http.Request, body []byte) {
+			for off := 0; off < len(body); off += 64 << 10 {
+				n, err := w.Write(body[off:min(off+64<<10, len(body))])
+				sent.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		})
+	})
+	push(t, host+"/test/refused:v1", img)
+	s := openStore(t, Options{})
+	_, err := s.Pull(context.Background(), host+"/test/refused:v1")
+	var ee *EntryError
+	if !errors.As(err, &ee) || ee.Entry != "../escape" {
+		t.Fatalf("err %v, want the entry ../escape refused", err)
+	}
+	if got := sent.Load(); got > size/2 {
+		t.Errorf("the registry sent %d of the blob's %d bytes after its first entry was refused", got, size)
 	}
 	holdsNothing(t, s)
 }
