@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -106,10 +107,19 @@ func elfInterp(p string) (string, error) {
 	return "", nil
 }
 
-// checkImageInit says why init cannot run on an image's root: init
-// re-executes itself inside the sandbox (the repository guard), after
-// the root is the image's, where a dynamically linked init's interpreter
-// and libraries are not.
+// guarded says whether init starts the repository guard for spec, which
+// it does by re-executing itself inside the sandbox: for a read-write
+// grant that Unprotect does not name.
+func guarded(spec Spec) bool {
+	return slices.ContainsFunc(spec.ReadWrite, func(g string) bool {
+		return !slices.ContainsFunc(spec.Unprotect, func(u string) bool { return g == u || strings.HasPrefix(g, u+"/") })
+	})
+}
+
+// checkImageInit says why init cannot run on an image's root when it
+// re-executes itself there (the repository guard, see guarded): after the
+// root is the image's, a dynamically linked init's interpreter and
+// libraries are not there.
 func checkImageInit(initPath string) error {
 	interp, err := elfInterp(initPath)
 	if err != nil {

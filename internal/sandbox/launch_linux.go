@@ -101,7 +101,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	if e.cfg.ClosedNetwork && !spec.NoNetwork {
 		return nil, errors.New("sandbox: this engine runs closed-network sandboxes only (Spec.NoNetwork)")
 	}
-	if spec.RootFS != "" {
+	if spec.RootFS != "" && guarded(spec) {
 		if err := checkImageInit(e.cfg.InitPath); err != nil {
 			return nil, err
 		}
