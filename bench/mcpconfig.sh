@@ -36,14 +36,15 @@ DEGRADED=()
 RO=(--ro "$ROOT/test/node/node_modules" --ro "$ROOT/test/sandbox/agents/node_modules")
 cd "$WORK/proj"
 ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null 2>>"$RUN/mcpconfig.txt" || { echo "bench-mcpconfig: failed: $*" >&2; tail -5 "$RUN/mcpconfig.txt" >&2; exit 1; }; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
-declare -a own perrun inside
+declare -a own perrun before inside
 for i in $(seq "$RUNS"); do
   own+=("$(ms node "$WORK/mcp-init.mjs" .mcp.json)")
   perrun+=("$(ms "$WORK/sodactl" run --direct "${DEGRADED[@]}" --mcp-config .mcp.json --rw . "${RO[@]}" -- sh -c 'exec node '"$WORK"'/mcp-init.mjs "$SODA_MCP_CONFIG"')")
+  before+=("$(ms "$WORK/sodactl" run --direct "${DEGRADED[@]}" --mcp-check before --mcp-config .mcp.json --rw . "${RO[@]}" -- sh -c 'exec node '"$WORK"'/mcp-init.mjs "$SODA_MCP_CONFIG"')")
   inside+=("$(ms "$WORK/sodactl" run --direct "${DEGRADED[@]}" --mcp-config .mcp.json --mcp-inside everything,files,echo --rw . "${RO[@]}" -- sh -c 'exec node '"$WORK"'/mcp-init.mjs "$SODA_MCP_CONFIG"')")
 done
 med() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-O=$(med "${own[@]}"); P=$(med "${perrun[@]}"); I=$(med "${inside[@]}")
+O=$(med "${own[@]}"); P=$(med "${perrun[@]}"); B=$(med "${before[@]}"); I=$(med "${inside[@]}")
 {
   echo "# --mcp-config start-up ($(date -u +'%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, medians of $RUNS)"
   echo
@@ -52,12 +53,13 @@ O=$(med "${own[@]}"); P=$(med "${perrun[@]}"); I=$(med "${inside[@]}")
   echo
   echo "| start-up | median | ratio to the agent's own |"
   echo "|---|---|---|"
-  awk -v o="$O" -v p="$P" -v i="$I" 'BEGIN {
+  awk -v o="$O" -v p="$P" -v b="$B" -v i="$I" 'BEGIN {
     printf "| the agent starts them itself (stdio, no sandbox) | %.1f ms | 1.00 |\n", o/1000
-    printf "| sodactl run --mcp-config: on the host, over HTTP from the sandbox | %.1f ms | %.2f |\n", p/1000, p/o
+    printf "| sodactl run --mcp-config: on the host, over HTTP from the sandbox, checked by first use (the default) | %.1f ms | %.2f |\n", p/1000, p/o
+    printf "| the same with --mcp-check before (a probe, then the session: each server starts twice) | %.1f ms | %.2f |\n", b/1000, b/o
     printf "| sodactl run --mcp-inside (all three): the agent starts them in the sandbox | %.1f ms | %.2f |\n", i/1000, i/o
   }'
   echo
-  echo "raw µs: own ${own[*]}; per-run ${perrun[*]}; inside ${inside[*]}"
+  echo "raw µs: own ${own[*]}; per-run ${perrun[*]}; before ${before[*]}; inside ${inside[*]}"
 } | tee "$ROOT/bench/results/latest-mcpconfig.md" >>"$RUN/mcpconfig.txt"
 cat "$ROOT/bench/results/latest-mcpconfig.md"

@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/soda-project/soda/internal/agentmcp"
 	"github.com/soda-project/soda/internal/clientconfig"
@@ -42,14 +44,20 @@ const maxConfigBytes = wire.MaxMaskBytes
 // perRunConfig is a parsed --mcp-config file, checked against the
 // command line, not started yet.
 type perRunConfig struct {
-	file string
-	data []byte
-	plan perrunmcp.Plan
+	file     string
+	data     []byte
+	plan     perrunmcp.Plan
+	firstUse bool // --mcp-check first-use
 }
 
 // loadPerRun reads and checks --mcp-config (nil without one); with none
 // given it checks that --mcp-inside and --mcp-optional are not either.
 func loadPerRun(ro *runOptions) (*perRunConfig, error) {
+	switch ro.mcpCheck {
+	case "first-use", "before", "":
+	default:
+		return nil, usagef("sodactl run", "--mcp-check %q: want first-use or before", ro.mcpCheck)
+	}
 	if ro.mcpConfig == "" {
 		if len(ro.mcpInside)+len(ro.mcpOptional) > 0 {
 			return nil, usagef("sodactl run", "--mcp-inside and --mcp-optional name servers of --mcp-config FILE")
@@ -77,7 +85,7 @@ func loadPerRun(ro *runOptions) (*perRunConfig, error) {
 			return nil, usagef("sodactl run", "--mcp %s and --mcp-config %s both name %s: grant one of them", s.Name, file, s.Name)
 		}
 	}
-	return &perRunConfig{file: file, data: data, plan: plan}, nil
+	return &perRunConfig{file: file, data: data, plan: plan, firstUse: ro.mcpCheck != "before"}, nil
 }
 
 // start starts the host servers of pc (nil: nothing to do) and grants the
@@ -124,7 +132,7 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 	for _, line := range startNotices(plan.Host) {
 		fmt.Fprintln(stderr, line)
 	}
-	if p.set, err = perrunmcp.Start(ctx, log, perrunmcp.Options{Servers: plan.Host, Optional: plan.Optional, Dir: dir, ReservedPort: sandbox.DefaultProxyPort}); err != nil {
+	if p.set, err = perrunmcp.Start(ctx, log, perrunmcp.Options{Servers: plan.Host, Optional: plan.Optional, Dir: dir, ReservedPort: sandbox.DefaultProxyPort, FirstUse: pc.firstUse}); err != nil {
 		return nil, fmt.Errorf("--mcp-config %s: %w", file, err)
 	}
 	drop := slices.Clone(plan.Disabled)
@@ -133,7 +141,11 @@ func (pc *perRunConfig) start(ctx context.Context, log *slog.Logger, stderr io.W
 		fmt.Fprintf(stderr, "sodactl: MCP server %s: skipped (--mcp-optional), it failed its health check: %v\n", f.Name, f.Err)
 	}
 	for _, s := range p.set.Servers {
-		fmt.Fprintf(stderr, "sodactl: MCP server %s: on the host, %s\n", s.Name, s.Grant.Entry.URL)
+		when := ""
+		if pc.firstUse && !slices.Contains(plan.Optional, s.Name) {
+			when = " (checked by the agent's first session)"
+		}
+		fmt.Fprintf(stderr, "sodactl: MCP server %s: on the host, %s%s\n", s.Name, s.Grant.Entry.URL, when)
 	}
 	eps := p.set.Endpoints()
 	for _, s := range plan.Remote {
@@ -233,6 +245,34 @@ func (p *perRun) sodad(s *sodadclient.Spec, ro *runOptions) error {
 }
 
 // close stops the host servers and waits for their children (nil-safe).
+// watchHealth calls stop when a server checked by its first use fails
+// during the run (saying so on stderr); result, called once the command
+// has ended, is that failure (nil: none), after waiting a moment for the
+// failure of a server whose child has already exited.
+func (p *perRun) watchHealth(stop func(), stderr io.Writer) (result func() error) {
+	if p == nil || p.set == nil {
+		return func() error { return nil }
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case err := <-p.set.Failures():
+			fmt.Fprintf(stderr, "sodactl: %v: stopping the run\n", err)
+			stop()
+		case <-done:
+		}
+	})
+	return func() error {
+		close(done)
+		wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		p.set.Settle(ctx)
+		return p.set.Failed()
+	}
+}
+
 func (p *perRun) close() {
 	if p != nil && p.set != nil {
 		p.set.Close(context.Background())

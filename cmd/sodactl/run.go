@@ -67,6 +67,12 @@ Options:
                            remote ones are granted their HOST:PORT
   --mcp-optional NAME      a server of --mcp-config that may fail its
                            health check: skipped instead (repeatable)
+  --mcp-check WHEN         when the servers of --mcp-config are
+                           health-checked: first-use (default: each starts
+                           once, the agent's first session is its check,
+                           a failure stops the run) or before (a probe
+                           before the command starts; --mcp-optional
+                           servers always are)
   --mcp-inside NAME        run this stdio server of --mcp-config inside
                            the sandbox instead, with its env (repeatable)
   --llm PROVIDER[=URL]     reach PROVIDER's model API (anthropic, openai,
@@ -198,6 +204,7 @@ type runOptions struct {
 	profile                   string // sodad's profile
 	mcpConfig                 string // the agent's own MCP configuration
 	mcpInside, mcpOptional    listFlag
+	mcpCheck                  string     // when the agent's own servers are checked: first-use or before
 	direct                    bool       // build the sandbox in sodactl, not sodad
 	llm, llmKey, upstreamCA   repeatFlag // the model gateway
 	llmBudget                 string
@@ -213,6 +220,7 @@ func (ro *runOptions) flagSet(opts *options) *flag.FlagSet {
 	fs.StringVar(&ro.mcpConfig, "mcp-config", "", "")
 	fs.Var(&ro.mcpInside, "mcp-inside", "")
 	fs.Var(&ro.mcpOptional, "mcp-optional", "")
+	fs.StringVar(&ro.mcpCheck, "mcp-check", "first-use", "")
 	fs.Var(&ro.allow, "allow", "")
 	fs.Var(&ro.allowPrivate, "allow-private", "")
 	fs.Var(&ro.rw, "rw", "")
@@ -428,10 +436,14 @@ func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *
 func waitSandbox(ctx context.Context, ro *runOptions, sb *sandbox.Sandbox, spec sandbox.Spec, perrun *perRun, stderr io.Writer) (int, error) {
 	var replaced atomic.Bool
 	endWatch := perrun.watchMask(slices.Concat(spec.ReadWrite, spec.ReadOnly), func() { replaced.Store(true); sb.Stop() }, stderr)
+	health := perrun.watchHealth(sb.Stop, stderr)
 	st, err := sb.Wait(ctx)
 	endWatch()
 	if replaced.Load() && err == nil {
 		return exitSandbox, fmt.Errorf("--mcp-config %s: the file was replaced during the run; the sandbox was stopped so that it could not read it unmasked", ro.mcpConfig)
+	}
+	if herr := health(); herr != nil && err == nil {
+		return exitSandbox, fmt.Errorf("--mcp-config %s: %w", ro.mcpConfig, herr)
 	}
 	if err != nil {
 		return exitSandbox, err

@@ -104,7 +104,10 @@ func TestRunCommandLine(t *testing.T) {
 		{"mcp-optional unknown", []string{"run", "--direct", "--mcp-config", conf, "--mcp-optional", "nosuch", "--", "true"}, 125, `no MCP server "nosuch"`},
 		{"mcp and mcp-config", []string{"run", "--direct", cd, "--mcp", "gh", "--mcp-config", conf, "--", "true"}, 125, "--mcp gh and --mcp-config " + conf + " both name gh"},
 		{"no network with mcp-config", []string{"run", "--no-network", "--mcp-config", conf, "--", "true"}, 125, "--no-network excludes"},
-		{"mcp-config server fails", []string{"run", "--direct", "--mcp-config", failing, "--", "true"}, 125, "MCP server db failed its health check"},
+		// Checked before the command (first-use checks need the sandbox:
+		// test/sandbox TestMCPConfig).
+		{"mcp-config server fails", []string{"run", "--direct", "--mcp-check", "before", "--mcp-config", failing, "--", "true"}, 125, "MCP server db failed its health check"},
+		{"mcp-check unknown", []string{"run", "--direct", "--mcp-check", "later", "--mcp-config", conf, "--", "true"}, 125, `--mcp-check "later": want first-use or before`},
 		{"help", []string{"run", "--help"}, exitOK, ""},
 	}
 	for _, tt := range tests {

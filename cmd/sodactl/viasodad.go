@@ -184,6 +184,12 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 	// The agent's own servers (--mcp-config) run here, as the caller,
 	// never in sodad; sodad grants their ports if the profile allows it,
 	// for as long as this process holds the life pipe open.
+	// Through sodad the servers are checked before the command starts:
+	// the watch that stops a run on a failed first use is the direct
+	// path's (waitSandbox).
+	if pc != nil {
+		pc.firstUse = false
+	}
 	perrun, err := pc.start(ctx, log, stderr)
 	if err != nil {
 		return exitSandbox, err

@@ -78,6 +78,7 @@ type Bridge struct {
 
 	shared *sharedChild
 	inputs *inputManager // input requests of stateless calls
+	pre    *prestart     // the child started ahead (Prestart), or nil
 
 	inflight atomic.Int64
 	started  atomic.Int64
@@ -225,25 +226,57 @@ func newSessionID() string {
 }
 
 // startSession starts a child and registers its session. The slot taken by
-// reserve is handed to the session.
+// reserve is handed to the session. A session that is not legacy takes the
+// prestarted child, if there is one (prestart.go).
 func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error) {
+	var s *Session
+	if !legacy {
+		var err error
+		if s, err = b.takePrestarted(); err != nil {
+			b.unreserve()
+			b.opts.Metrics.SessionRefused("child_start")
+			return nil, err
+		}
+	}
+	if s == nil {
+		var err error
+		if s, err = b.newChildSession(ctx); err != nil {
+			b.unreserve()
+			return nil, err
+		}
+	}
+	s.legacy = legacy
+	b.mu.Lock()
+	b.reserved--
+	b.sessions[s.ID] = s
+	select {
+	case <-s.dead: // ended before it was registered
+		delete(b.sessions, s.ID)
+	default:
+	}
+	b.mu.Unlock()
+	b.started.Add(1)
+	s.log.Info("session start", logevent.SessionStart, "pid", s.proc.Pid(), "group", s.proc.Group().String(), "legacy_sse", legacy, "prestarted", s.first)
+	return s, nil
+}
+
+// newChildSession starts a child and returns its session, not registered.
+func (b *Bridge) newChildSession(ctx context.Context) (*Session, error) {
 	id := newSessionID()
 	log := b.log.With("session", id[:8])
 	if !b.addChild() {
-		b.unreserve()
 		return nil, errDraining
 	}
 	proc, err := child.Start(ctx, log, b.opts.Placer, id[:12], b.opts.Spec)
 	if err != nil {
 		b.children.Done()
-		b.unreserve()
 		b.opts.Metrics.SessionRefused("child_start")
 		log.Warn("child start failed", "err", err)
 		return nil, err
 	}
 	b.live.Add(1)
 	b.opts.Metrics.SessionOpened()
-	s := newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, b.opts.Metrics, true, func(s *Session) {
+	return newSession(id, log, proc, b.opts.Grace, b.opts.StderrLinesPerSecond, b.opts.Metrics, true, func(s *Session) {
 		b.mu.Lock()
 		delete(b.sessions, s.ID)
 		b.stopping++
@@ -258,20 +291,7 @@ func (b *Bridge) startSession(ctx context.Context, legacy bool) (*Session, error
 		b.slotFreed = make(chan struct{})
 		b.mu.Unlock()
 		b.children.Done()
-	})
-	s.legacy = legacy
-	b.mu.Lock()
-	b.reserved--
-	b.sessions[id] = s
-	select {
-	case <-s.dead: // ended before it was registered
-		delete(b.sessions, id)
-	default:
-	}
-	b.mu.Unlock()
-	b.started.Add(1)
-	log.Info("session start", logevent.SessionStart, "pid", proc.Pid(), "group", proc.Group().String(), "legacy_sse", legacy)
-	return s, nil
+	}), nil
 }
 
 // lookup returns a live session.
@@ -372,6 +392,7 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 	for _, s := range all {
 		s.end("server shutting down")
 	}
+	b.endPrestarted()
 	b.cancel() // abandons a start of the shared child
 	b.shared.shutdown()
 	b.mu.Lock()

@@ -598,6 +598,9 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, m message, s
 	b.relay(w, r, s, []message{m}, false, newStream(sse), relayOpts{timeout: b.opts.StartTimeout, init: true})
 	select {
 	case <-s.dead:
+		if s.first {
+			b.reportFirst(s)
+		}
 		return
 	default:
 	}
@@ -605,6 +608,9 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, m message, s
 		// No answer to initialize (client gone or timeout): nobody can use
 		// this session.
 		s.end("initialize was not answered")
+	}
+	if s.first {
+		b.reportFirst(s)
 	}
 }
 

@@ -89,6 +89,7 @@ type Session struct {
 	onStopped func(*Session)
 	legacy    bool
 	shared    bool // the stateless pool's child
+	first     bool // the prestarted child: its initialize is the start-up check
 	// fromChild, if set, may take a message of the shared child that is
 	// not tied to a request (see inputManager.fromChild).
 	fromChild func(*Session, message) bool

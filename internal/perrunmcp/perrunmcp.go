@@ -4,10 +4,13 @@
 // one supervised child per client session (internal/mcpbridge, which kills
 // a child's whole group even when this process is killed), its
 // environment, API keys included, given to the children only. Each server
-// is health-checked with initialize before Start returns; the grants it
-// returns are what the sandbox's egress relays and the agents'
-// configuration names. It is the host side of sodactl run --mcp-config
-// (issue 15).
+// is health-checked with initialize: before Start returns, or, with
+// Options.FirstUse, by the agent's own first session, on a child started
+// ahead (mcpbridge's Prestart), so that each server starts once and its
+// start-up overlaps the sandbox's and the agent's (Set.Failures reports a
+// failure as it happens). The grants Start returns are what the sandbox's
+// egress relays and the agents' configuration names. It is the host side
+// of sodactl run --mcp-config (issue 15).
 package perrunmcp
 
 import (
@@ -54,15 +57,29 @@ type Options struct {
 	ReservedPort uint16
 	// Placer isolates the children (nil: cgroup.NewPlacer's choice).
 	Placer cgroup.Placer
+	// FirstUse checks the required servers by their first use instead of
+	// before Start returns: each starts a child at once, which the first
+	// client session takes; that session's initialize, or the child's
+	// exit before any session took it, is the check, and a failure is
+	// sent on Set.Failures. The optional servers are still checked before
+	// Start returns: a failed one is left out of the agent's
+	// configuration, which must be written before the agent starts.
+	FirstUse bool
 }
 
-// Server is one per-run server that passed its health check.
+// Server is one per-run server that passed its health check, or whose
+// check is its first use (Options.FirstUse).
 type Server struct {
 	Name   string
 	Grant  mcpgrant.Grant
 	bridge *mcpbridge.Bridge
 	front  *httpfront.Front
 	cancel context.CancelFunc
+	// firstUse is the outcome of the check by first use, nil when the
+	// server was checked before Start returned; checked is closed once
+	// that outcome is recorded.
+	firstUse <-chan error
+	checked  chan struct{}
 }
 
 // Failure is a server that failed its health check.
@@ -77,6 +94,13 @@ type Set struct {
 	Servers []*Server // sorted by name
 	// Skipped are the optional servers that failed their health check.
 	Skipped []Failure
+
+	failures chan error    // the checks by first use that failed (*Error)
+	closed   chan struct{} // closed by Close
+	closing  sync.Once
+	settled  sync.WaitGroup
+	mu       sync.Mutex
+	failed   []error // what was sent on failures
 }
 
 // Error is a required server that failed its health check: its name and
@@ -130,7 +154,62 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (*Set, error) {
 		set.Close(context.Background())
 		return nil, errors.Join(failed...)
 	}
+	set.failures, set.closed = make(chan error, len(set.Servers)), make(chan struct{})
+	for _, srv := range set.Servers {
+		if srv.firstUse == nil {
+			continue
+		}
+		set.settled.Add(1)
+		srv.checked = make(chan struct{})
+		go func() {
+			defer set.settled.Done()
+			defer close(srv.checked)
+			var err error
+			select {
+			case err = <-srv.firstUse:
+			case <-set.closed:
+				return
+			}
+			if err != nil {
+				ferr := &Error{Failure{srv.Name, err}}
+				set.mu.Lock()
+				set.failed = append(set.failed, ferr)
+				set.mu.Unlock()
+				set.failures <- ferr
+			} else {
+				log.Info("per-run MCP server checked by its first session", "server", srv.Name)
+			}
+		}()
+	}
 	return set, nil
+}
+
+// Failures sends each required server whose check by first use failed
+// (Options.FirstUse), as an *Error naming it, with its stderr tail.
+func (s *Set) Failures() <-chan error { return s.failures }
+
+// Settle waits (until ctx is done) for the failure of each server whose
+// child has already failed, so that a run that ends before the failure was
+// read still sees it in Failed; a server still running, checked or not,
+// is not waited for.
+func (s *Set) Settle(ctx context.Context) {
+	for _, srv := range s.Servers {
+		if srv.firstUse == nil || !srv.bridge.PrestartGone() {
+			continue
+		}
+		select {
+		case <-srv.checked:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Failed returns what Failures sent so far, joined (nil: nothing).
+func (s *Set) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return errors.Join(s.failed...)
 }
 
 func start(ctx context.Context, log *slog.Logger, srv agentmcp.Server, opts Options) (*Server, error) {
@@ -173,14 +252,20 @@ func start(ctx context.Context, log *slog.Logger, srv agentmcp.Server, opts Opti
 	})
 	runCtx, cancel := context.WithCancel(context.Background())
 	go bridge.Run(runCtx)
-	pctx, pcancel := context.WithTimeout(ctx, opts.StartTimeout)
-	err = bridge.Probe(pctx)
-	pcancel()
-	if err != nil {
-		ln.Close()
-		_ = bridge.Shutdown(context.Background())
-		cancel()
-		return nil, err
+	var firstUse <-chan error
+	if opts.FirstUse && !slices.Contains(opts.Optional, srv.Name) {
+		bridge.Prestart()
+		firstUse = bridge.FirstStart()
+	} else {
+		pctx, pcancel := context.WithTimeout(ctx, opts.StartTimeout)
+		err = bridge.Probe(pctx)
+		pcancel()
+		if err != nil {
+			ln.Close()
+			_ = bridge.Shutdown(context.Background())
+			cancel()
+			return nil, err
+		}
 	}
 	front := httpfront.New(log, httpfront.Options{Name: srv.Name, Token: tok, MaxConnections: b.MaxConnections, MaxHeaderBytes: b.MaxHeaderBytes, ReadTimeout: b.ReadTimeout}, bridge.Handler())
 	go func() { _ = front.Serve(ln) }()
@@ -189,7 +274,7 @@ func start(ctx context.Context, log *slog.Logger, srv agentmcp.Server, opts Opti
 	return &Server{
 		Name:   srv.Name,
 		Grant:  mcpgrant.Grant{Entry: clientconfig.Server{Name: srv.Name, URL: url, Token: tok}, Port: port},
-		bridge: bridge, front: front, cancel: cancel,
+		bridge: bridge, front: front, cancel: cancel, firstUse: firstUse,
 	}, nil
 }
 
@@ -222,6 +307,10 @@ func (s *Set) Grants() []mcpgrant.Grant {
 func (s *Set) Close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if s.closed != nil {
+		s.closing.Do(func() { close(s.closed) })
+		defer s.settled.Wait()
+	}
 	var wg sync.WaitGroup
 	for _, srv := range s.Servers {
 		wg.Add(1)

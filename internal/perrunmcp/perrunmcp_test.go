@@ -166,3 +166,59 @@ func TestFailingServerStderrEveryTime(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstUse: with FirstUse, Start checks only the optional servers;
+// each required one starts a child at once, which the first session
+// takes (one child per server, not a probe's and a session's), and a
+// failure (the child dies, with its stderr) comes on Failures.
+func TestFirstUse(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+	good := agentmcp.Server{Name: "good", Transport: "stdio", Command: echoBin}
+	bad := agentmcp.Server{Name: "broken", Transport: "stdio", Command: "sh", Args: []string{"-c", "echo 'cannot reach the API: missing key' >&2; exit 3"}}
+	optionalBad := agentmcp.Server{Name: "maybe", Transport: "stdio", Command: "sh", Args: []string{"-c", "exit 4"}}
+	set, err := Start(ctx, log, Options{Servers: []agentmcp.Server{good, bad, optionalBad}, Optional: []string{"maybe"}, FirstUse: true, StartTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Start: %v (a required server's failure comes later, on Failures)", err)
+	}
+	defer set.Close(ctx)
+	if len(set.Skipped) != 1 || set.Skipped[0].Name != "maybe" {
+		t.Errorf("the optional server was not checked before Start returned: skipped %+v", set.Skipped)
+	}
+	select {
+	case err := <-set.Failures():
+		var e *Error
+		if !errors.As(err, &e) || e.Name != "broken" || !strings.Contains(err.Error(), "missing key") {
+			t.Errorf("failure %v, want broken's with its stderr", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failure for the broken server in 10 s")
+	}
+	var g *Server
+	for _, s := range set.Servers {
+		if s.Name == "good" {
+			g = s
+		}
+	}
+	if c := post(t, g.Grant.Entry.URL, g.Grant.Entry.Token); c != 200 {
+		t.Fatalf("good: initialize: %d", c)
+	}
+	if st := g.bridge.Stats(); st.Children != 1 || st.SessionsStarted != 1 {
+		t.Errorf("good after its first session: %+v, want the one child it started ahead", st)
+	}
+	// The good server's first use passed: nothing more comes.
+	select {
+	case err := <-set.Failures():
+		t.Errorf("another failure: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := set.Failed(); err == nil || !strings.Contains(err.Error(), "MCP server broken failed its health check") {
+		t.Errorf("Failed: %v", err)
+	}
+	set.Close(ctx)
+	for _, s := range set.Servers {
+		if n := s.bridge.Stats().Children; n != 0 {
+			t.Errorf("%s: %d children after Close", s.Name, n)
+		}
+	}
+}

@@ -196,13 +196,29 @@ func TestMCPConfigLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Run("failing server", func(t *testing.T) {
-		r := e.sodactl(execOpts{timeout: 2 * time.Minute}, "--mcp-config", file, "--rw", ws, "--", "touch", ws+"/ran")
+	t.Run("failing server, checked before", func(t *testing.T) {
+		r := e.sodactl(execOpts{timeout: 2 * time.Minute}, "--mcp-check", "before", "--mcp-config", file, "--rw", ws, "--", "touch", ws+"/ran")
 		if r.code != 125 || !strings.Contains(r.stderr, "MCP server broken failed its health check") || !strings.Contains(r.stderr, "broken: cannot reach the database") {
 			t.Errorf("want exit 125 naming the server and quoting its stderr: %s", r)
 		}
 		if e.exec(execOpts{}, "test", "-e", ws+"/ran").err == nil {
 			t.Errorf("COMMAND ran although a required server failed")
+		}
+		e.noPerRunLeft(t, ws)
+	})
+
+	// The default: checked by first use. The broken server's child dies
+	// while the sandbox starts, and the run is stopped, its command
+	// (which would wait 60 s) with it.
+	t.Run("failing server, checked by first use", func(t *testing.T) {
+		start := time.Now()
+		r := e.sodactl(execOpts{timeout: 2 * time.Minute}, "--mcp-config", file, "--rw", ws, "--", "sleep", "60")
+		if r.code != 125 || !strings.Contains(r.stderr, "MCP server broken failed its health check") || !strings.Contains(r.stderr, "broken: cannot reach the database") ||
+			!strings.Contains(r.stderr, "stopping the run") {
+			t.Errorf("want exit 125 naming the server, quoting its stderr, saying the run stopped: %s", r)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("the run took %s: the command was not stopped", d)
 		}
 		e.noPerRunLeft(t, ws)
 	})
