@@ -141,6 +141,7 @@ func (b *Bridge) expireIdle() {
 		s.end(fmt.Sprintf("session expired after %s idle", b.opts.IdleTimeout))
 	}
 	b.shared.expireIdle(now)
+	b.expirePrestarted(now)
 }
 
 // errFull is returned when MaxSessions sessions are live and every one of

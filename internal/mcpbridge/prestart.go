@@ -3,7 +3,9 @@ package mcpbridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // prestart is a child started before any client comes (Prestart), which
@@ -20,6 +22,10 @@ type prestart struct {
 	err   error         // why the child did not start
 	ready chan struct{} // closed once s or err is set
 	taken bool
+	// expired says the child was ended for idleness (IdleTimeout with no
+	// session to take it): not a failure.
+	expired bool
+	started time.Time
 
 	once   sync.Once
 	result chan error // buffered: FirstStart
@@ -29,7 +35,7 @@ type prestart struct {
 // to take, and reports how its start-up ended on FirstStart. Call it at
 // most once, before Shutdown.
 func (b *Bridge) Prestart() {
-	p := &prestart{ready: make(chan struct{}), result: make(chan error, 1)}
+	p := &prestart{ready: make(chan struct{}), result: make(chan error, 1), started: time.Now()}
 	b.mu.Lock()
 	b.pre = p
 	b.mu.Unlock()
@@ -55,9 +61,9 @@ func (b *Bridge) Prestart() {
 		// unless Shutdown ended it.
 		<-s.dead
 		p.mu.Lock()
-		taken := p.taken
+		taken, expired := p.taken, p.expired
 		p.mu.Unlock()
-		if !taken && !b.Draining() {
+		if !taken && !expired && !b.Draining() {
 			p.report(errors.New(s.goneMessageAfterExit()))
 		}
 	}()
@@ -91,7 +97,7 @@ func (b *Bridge) takePrestarted() (*Session, error) {
 		return nil, nil
 	}
 	p.mu.Lock()
-	if p.taken {
+	if p.taken || p.expired {
 		p.mu.Unlock()
 		return nil, nil
 	}
@@ -123,6 +129,30 @@ func (b *Bridge) reportFirst(s *Session) {
 		b.pre.report(errors.New("initialize: " + s.goneMessageAfterExit()))
 	default:
 		b.pre.report(errors.New("initialize: " + s.goneMessage()))
+	}
+}
+
+// expirePrestarted ends the prestarted child once it has waited
+// IdleTimeout with no session to take it, as an idle session's child is
+// ended: a server the agent never uses costs the host nothing after
+// that. Nothing is reported (its start-up was not checked).
+func (b *Bridge) expirePrestarted(now time.Time) {
+	b.mu.Lock()
+	p := b.pre
+	b.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	s := p.s
+	idle := s != nil && !p.taken && !p.expired && now.Sub(p.started) > b.opts.IdleTimeout
+	if idle {
+		p.expired = true
+	}
+	p.mu.Unlock()
+	if idle {
+		s.log.Info("prestarted child idle, expiring", "idle_timeout", b.opts.IdleTimeout.String())
+		s.end(fmt.Sprintf("no session took it within %s", b.opts.IdleTimeout))
 	}
 }
 

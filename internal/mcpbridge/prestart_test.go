@@ -62,6 +62,27 @@ func TestPrestart(t *testing.T) {
 			t.Errorf("initialize of a dead server: status 200: %s", r.Body)
 		}
 	})
+	t.Run("untaken, expired when idle", func(t *testing.T) {
+		h := newHarness(t, harnessOpts{idle: 300 * time.Millisecond})
+		h.Bridge.Prestart()
+		deadline := time.Now().Add(10 * time.Second)
+		for h.Bridge.Stats().Children != 1 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		for h.Bridge.Stats().Children != 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := h.Bridge.Stats().Children; n != 0 {
+			t.Fatalf("%d children 10 s after the start, want the untaken one expired", n)
+		}
+		select {
+		case err := <-h.Bridge.FirstStart():
+			t.Errorf("an expired child reported %v, want nothing", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		// A client then gets a fresh child.
+		h.mustEcho(h.open("2025-06-18"))
+	})
 	t.Run("untaken, then shut down", func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		h.Bridge.Prestart()
