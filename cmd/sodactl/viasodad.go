@@ -184,12 +184,6 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 	// The agent's own servers (--mcp-config) run here, as the caller,
 	// never in sodad; sodad grants their ports if the profile allows it,
 	// for as long as this process holds the life pipe open.
-	// Through sodad the servers are checked before the command starts:
-	// the watch that stops a run on a failed first use is the direct
-	// path's (waitSandbox).
-	if pc != nil {
-		pc.firstUse = false
-	}
 	perrun, err := pc.start(ctx, log, stderr)
 	if err != nil {
 		return exitSandbox, err
@@ -228,11 +222,16 @@ func runViaSodad(ctx context.Context, c *sodadclient.Client, opts *options, ro *
 		_ = sb.Kill(ctx, int32(syscall.SIGKILL), false)
 	}, stderr)
 	defer endWatch()
+	health := perrun.watchHealth(func() { _ = sb.Kill(ctx, int32(syscall.SIGKILL), false) }, stderr)
 
 	if master != nil {
 		req.Stdio.TTY.Close() // sodad holds it now; master reads EIO once the command lets go
 	}
-	return waitViaSodad(ctx, sb, master, sigs, ro, spec.Argv[0], out, stderr, log)
+	code, err := waitViaSodad(ctx, sb, master, sigs, ro, spec.Argv[0], out, stderr, log)
+	if herr := health(); herr != nil && err == nil {
+		return exitSandbox, fmt.Errorf("--mcp-config %s: %w", ro.mcpConfig, herr)
+	}
+	return code, err
 }
 
 // sodadTerminal sets up req's standard streams: on a terminal, a pty

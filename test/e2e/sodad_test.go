@@ -743,6 +743,21 @@ cat .mcp.json; env | grep -c perrun-s3cre[t]; grep -rl perrun-s3cre[t] "$HOME" /
 	if got := strings.TrimSpace(b.run("cat", "/srv/alice/proj/server-uid").stdout); got != uid {
 		t.Errorf("the per-run server ran as uid %q, want alice's %s", got, uid)
 	}
+	// A required server that fails its check by first use stops the run
+	// through sodad too: exit 125, the server named, its stderr quoted,
+	// the command (which would wait 60 s) killed.
+	must(t, b.sh(`cat > /srv/alice/proj/broken.json <<'JSON'
+{"mcpServers": {"broken": {"command": "sh", "args": ["-c", "echo 'broken: no database' >&2; exit 3"]}}}
+JSON
+chown alice:alice /srv/alice/proj/broken.json`))
+	start := time.Now()
+	r = as("alice", "sh", "-c", "cd /srv/alice/proj && /usr/bin/sodactl run --mcp-config broken.json --rw /srv/alice/proj --profile perrun -- sleep 60 </dev/null")
+	if r.code != 125 || !strings.Contains(r.stderr, "MCP server broken failed its health check") || !strings.Contains(r.stderr, "broken: no database") {
+		t.Errorf("a failing per-run server through sodad: want exit 125 naming it and quoting its stderr:\n%s", r)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the run through sodad took %s: the command was not stopped", d)
+	}
 	// A profile without PerRunMCP=yes refuses, naming the key.
 	r = as("alice", "sh", "-c", sc+"--profile plain -- true </dev/null")
 	if r.code != 125 || !strings.Contains(r.stderr, "PerRunMCP=yes") {
