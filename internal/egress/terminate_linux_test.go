@@ -86,9 +86,9 @@ func newTermFixture(t *testing.T, trustUpstream bool) *termFixture {
 	return f
 }
 
-// connect opens a CONNECT tunnel to target through the proxy and returns
-// the client's end.
-func (f *termFixture) connect(t *testing.T, target string) net.Conn {
+// serve hands the proxy a fresh connection, as the relay does, and
+// returns the client's end (closed when the test ends).
+func (f *termFixture) serve(t *testing.T) net.Conn {
 	t.Helper()
 	ln := listen(t)
 	a, err := net.Dial("tcp4", ln.Addr().String())
@@ -101,6 +101,14 @@ func (f *termFixture) connect(t *testing.T, target string) net.Conn {
 	}
 	go f.p.ServeConn(context.Background(), b, testProxyPort)
 	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// connect opens a CONNECT tunnel to target through the proxy and returns
+// the client's end.
+func (f *termFixture) connect(t *testing.T, target string) net.Conn {
+	t.Helper()
+	a := f.serve(t)
 	_ = a.SetDeadline(time.Now().Add(waitTimeout))
 	fmt.Fprintf(a, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
 	br := bufio.NewReader(a)
@@ -426,16 +434,7 @@ func TestTerminateHostCost(t *testing.T) {
 	var conns []net.Conn
 	refused := 0
 	for i := 0; i < 100; i++ {
-		ln := listen(t)
-		a, err := net.Dial("tcp4", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		go f.p.ServeConn(context.Background(), b, testProxyPort)
+		a := f.serve(t)
 		conns = append(conns, a)
 		// Half stall before TLS, half after the CONNECT line.
 		if i%2 == 0 {

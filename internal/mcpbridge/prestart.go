@@ -74,12 +74,17 @@ func (b *Bridge) Prestart() {
 // is reported for a child that Shutdown ended untaken. It is nil without
 // Prestart.
 func (b *Bridge) FirstStart() <-chan error {
+	if p := b.prestarted(); p != nil {
+		return p.result
+	}
+	return nil
+}
+
+// prestarted is the child Prestart started, nil without one.
+func (b *Bridge) prestarted() *prestart {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.pre == nil {
-		return nil
-	}
-	return b.pre.result
+	return b.pre
 }
 
 func (p *prestart) report(err error) {
@@ -90,9 +95,7 @@ func (p *prestart) report(err error) {
 // nil, nil when there is none (none started, or taken already); an error
 // when it did not start or has exited, which is then reported.
 func (b *Bridge) takePrestarted() (*Session, error) {
-	b.mu.Lock()
-	p := b.pre
-	b.mu.Unlock()
+	p := b.prestarted()
 	if p == nil {
 		return nil, nil
 	}
@@ -120,15 +123,16 @@ func (b *Bridge) takePrestarted() (*Session, error) {
 // reportFirst reports the outcome of the prestarted child's initialize,
 // once the relay of a session that took it is done.
 func (b *Bridge) reportFirst(s *Session) {
+	p := b.prestarted()
 	if s.ProtocolVersion() != "" {
-		b.pre.report(nil)
+		p.report(nil)
 		return
 	}
 	select {
 	case <-s.dead:
-		b.pre.report(errors.New("initialize: " + s.goneMessageAfterExit()))
+		p.report(errors.New("initialize: " + s.goneMessageAfterExit()))
 	default:
-		b.pre.report(errors.New("initialize: " + s.goneMessage()))
+		p.report(errors.New("initialize: " + s.goneMessage()))
 	}
 }
 
@@ -137,38 +141,34 @@ func (b *Bridge) reportFirst(s *Session) {
 // ended: a server the agent never uses costs the host nothing after
 // that. Nothing is reported (its start-up was not checked).
 func (b *Bridge) expirePrestarted(now time.Time) {
-	b.mu.Lock()
-	p := b.pre
-	b.mu.Unlock()
+	b.endUntaken(fmt.Sprintf("no session took it within %s", b.opts.IdleTimeout), func(p *prestart) bool {
+		return now.Sub(p.started) > b.opts.IdleTimeout
+	})
+}
+
+// endPrestarted ends the prestarted child if no session took it.
+func (b *Bridge) endPrestarted() {
+	b.endUntaken("server shutting down", func(*prestart) bool { return true })
+}
+
+// endUntaken ends the prestarted child, for reason, if it started, no
+// session took it, and due says so (called under p.mu); it is then marked
+// expired, so that no session takes it and its exit is no failure.
+func (b *Bridge) endUntaken(reason string, due func(p *prestart) bool) {
+	p := b.prestarted()
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	s := p.s
-	idle := s != nil && !p.taken && !p.expired && now.Sub(p.started) > b.opts.IdleTimeout
-	if idle {
+	end := s != nil && !p.taken && !p.expired && due(p)
+	if end {
 		p.expired = true
 	}
 	p.mu.Unlock()
-	if idle {
-		s.log.Info("prestarted child idle, expiring", "idle_timeout", b.opts.IdleTimeout.String())
-		s.end(fmt.Sprintf("no session took it within %s", b.opts.IdleTimeout))
-	}
-}
-
-// endPrestarted ends the prestarted child if no session took it.
-func (b *Bridge) endPrestarted() {
-	b.mu.Lock()
-	p := b.pre
-	b.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	s, taken := p.s, p.taken
-	p.mu.Unlock()
-	if s != nil && !taken {
-		s.end("server shutting down")
+	if end {
+		s.log.Info("prestarted child ended", "reason", reason)
+		s.end(reason)
 	}
 }
 
@@ -176,9 +176,7 @@ func (b *Bridge) endPrestarted() {
 // before any session took it: its failure is reported on FirstStart, or
 // about to be (its stderr is being read to its end).
 func (b *Bridge) PrestartGone() bool {
-	b.mu.Lock()
-	p := b.pre
-	b.mu.Unlock()
+	p := b.prestarted()
 	if p == nil {
 		return false
 	}

@@ -21,14 +21,17 @@ func TestPrestart(t *testing.T) {
 			return nil
 		}
 	}
+	// waitChildren waits up to 10 s for the bridge to hold n children.
+	waitChildren := func(h *harness, n int64) {
+		for deadline := time.Now().Add(10 * time.Second); h.Bridge.Stats().Children != n && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	t.Run("the first session takes it", func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		h.Bridge.Prestart()
 		// The child runs before any client: one child, no session.
-		deadline := time.Now().Add(5 * time.Second)
-		for h.Bridge.Stats().Children != 1 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitChildren(h, 1)
 		if st := h.Bridge.Stats(); st.Children != 1 || st.Sessions != 0 {
 			t.Fatalf("before any client: %+v, want 1 child and no session", st)
 		}
@@ -65,13 +68,8 @@ func TestPrestart(t *testing.T) {
 	t.Run("untaken, expired when idle", func(t *testing.T) {
 		h := newHarness(t, harnessOpts{idle: 300 * time.Millisecond})
 		h.Bridge.Prestart()
-		deadline := time.Now().Add(10 * time.Second)
-		for h.Bridge.Stats().Children != 1 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		for h.Bridge.Stats().Children != 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitChildren(h, 1)
+		waitChildren(h, 0)
 		if n := h.Bridge.Stats().Children; n != 0 {
 			t.Fatalf("%d children 10 s after the start, want the untaken one expired", n)
 		}
@@ -86,10 +84,7 @@ func TestPrestart(t *testing.T) {
 	t.Run("untaken, then shut down", func(t *testing.T) {
 		h := newHarness(t, harnessOpts{})
 		h.Bridge.Prestart()
-		deadline := time.Now().Add(5 * time.Second)
-		for h.Bridge.Stats().Children != 1 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitChildren(h, 1)
 		h.stop()
 		if st := h.Bridge.Stats(); st.Children != 0 {
 			t.Errorf("after Shutdown: %d children, want 0", st.Children)

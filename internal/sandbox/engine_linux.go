@@ -18,6 +18,9 @@ import (
 // serves any number of sandboxes at once; Close it when they have ended.
 type Linux struct {
 	cfg Config
+	// initInterp is the ELF interpreter InitPath asks for ("" static),
+	// read once: an image's root refuses a dynamic init (imageInitError).
+	initInterp string
 
 	// The systemd placer every sandbox of this engine shares, connected
 	// on first use (one D-Bus connection per engine, not per sandbox);
@@ -45,6 +48,10 @@ func New(cfg Config) (*Linux, error) {
 	if err := checkInitPath(cfg.InitPath); err != nil {
 		return nil, err
 	}
+	interp, err := elfInterp(cfg.InitPath)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: Config.InitPath: %w", err)
+	}
 	switch cfg.Cgroups {
 	case CgroupSystemd, CgroupDirect:
 	case "":
@@ -68,7 +75,7 @@ func New(cfg Config) (*Linux, error) {
 	if cfg.UIDs.First <= 0 || cfg.UIDs.Count <= 0 || cfg.UIDs.First+cfg.UIDs.Count > 1<<31-1 || cfg.UIDs.LockDir == "" {
 		return nil, fmt.Errorf("sandbox engine: bad uid range %+v (First > 0, Count > 0, below 2^31, LockDir set)", cfg.UIDs)
 	}
-	return &Linux{cfg: cfg, uids: &uidPool{base: cfg.UIDs.First, count: cfg.UIDs.Count, dir: cfg.UIDs.LockDir}}, nil
+	return &Linux{cfg: cfg, initInterp: interp, uids: &uidPool{base: cfg.UIDs.First, count: cfg.UIDs.Count, dir: cfg.UIDs.LockDir}}, nil
 }
 
 // hostAddrs returns the engine's watch of the host's addresses, or nil

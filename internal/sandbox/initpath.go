@@ -111,22 +111,16 @@ func elfInterp(p string) (string, error) {
 // it does by re-executing itself inside the sandbox: for a read-write
 // grant that Unprotect does not name.
 func guarded(spec Spec) bool {
-	return slices.ContainsFunc(spec.ReadWrite, func(g string) bool {
-		return !slices.ContainsFunc(spec.Unprotect, func(u string) bool { return g == u || strings.HasPrefix(g, u+"/") })
-	})
+	return slices.ContainsFunc(spec.ReadWrite, func(g string) bool { return !insideAny(g, spec.Unprotect) })
 }
 
-// checkImageInit says why init cannot run on an image's root when it
+// imageInitError says why init cannot run on an image's root when it
 // re-executes itself there (the repository guard, see guarded): after the
-// root is the image's, a dynamically linked init's interpreter and
-// libraries are not there.
-func checkImageInit(initPath string) error {
-	interp, err := elfInterp(initPath)
-	if err != nil {
-		return fmt.Errorf("sandbox: read %s: %w", initPath, err)
+// root is the image's, the interpreter interp of a dynamically linked
+// init (elfInterp, "" for a static one) and its libraries are not there.
+func imageInitError(initPath, interp string) error {
+	if interp == "" {
+		return nil
 	}
-	if interp != "" {
-		return fmt.Errorf("sandbox: %s is dynamically linked (its ELF interpreter is %s), so it cannot re-execute itself on an image's root, which lacks the host's libraries: build it statically (CGO_ENABLED=0, as soda's Makefile and packages do)", initPath, interp)
-	}
-	return nil
+	return fmt.Errorf("sandbox: %s is dynamically linked (its ELF interpreter is %s), so it cannot re-execute itself on an image's root, which lacks the host's libraries: build it statically (CGO_ENABLED=0, as soda's Makefile and packages do)", initPath, interp)
 }

@@ -102,7 +102,7 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 		return nil, errors.New("sandbox: this engine runs closed-network sandboxes only (Spec.NoNetwork)")
 	}
 	if spec.RootFS != "" && guarded(spec) {
-		if err := checkImageInit(e.cfg.InitPath); err != nil {
+		if err := imageInitError(e.cfg.InitPath, e.initInterp); err != nil {
 			return nil, err
 		}
 	}

@@ -42,17 +42,24 @@ func userlandLayer(t *testing.T) []byte {
 	return testkit.Layer(t, entries)
 }
 
+// userlandImage serves userlandLayer's image as soda/userland:TAG on a
+// registry of the test's and pulls it into a store of its own; it returns
+// the reference and the store.
+func userlandImage(t *testing.T, tag string) (ref, store string) {
+	t.Helper()
+	ref = testkit.Registry(t) + "/soda/userland:" + tag
+	testkit.Push(t, ref, testkit.Image(t, userlandLayer(t)))
+	store = filepath.Join(bin, "image-store-"+tag)
+	testkit.Pull(t, filepath.Join(bin, "sodactl"), store, ref)
+	return ref, store
+}
+
 // TestImageSession: sodactl sandbox mcp --direct --image: each session's
 // system is the image, its workspace the quota's tmpfs as always: create
 // with seeds, exec with the image's tools, diff, reset.
 func TestImageSession(t *testing.T) {
 	requireSandbox(t)
-	ref := testkit.Registry(t) + "/soda/userland:1"
-	testkit.Push(t, ref, testkit.Image(t, userlandLayer(t)))
-	store := filepath.Join(bin, "image-store")
-	if out, err := exec.Command(filepath.Join(bin, "sodactl"), "image", "pull", "--store", store, ref).CombinedOutput(); err != nil {
-		t.Fatalf("sodactl image pull: %v\n%s", err, out)
-	}
+	ref, store := userlandImage(t, "1")
 	cs, _ := server(t, "--image", ref, "--image-store", store)
 	res, _ := must(t, cs, "sandbox_create", map[string]any{"files": []any{file("seed.txt", "seed\n")}})
 	id := res.SandboxID
@@ -83,12 +90,7 @@ func TestBenchImageSession(t *testing.T) {
 		t.Skip(testkit.BenchmarkOnly + " make bench-images runs it (SODA_BENCH=1)")
 	}
 	requireSandbox(t)
-	ref := testkit.Registry(t) + "/soda/userland:bench"
-	testkit.Push(t, ref, testkit.Image(t, userlandLayer(t)))
-	store := filepath.Join(bin, "image-store-bench")
-	if out, err := exec.Command(filepath.Join(bin, "sodactl"), "image", "pull", "--store", store, ref).CombinedOutput(); err != nil {
-		t.Fatalf("sodactl image pull: %v\n%s", err, out)
-	}
+	ref, store := userlandImage(t, "bench")
 	hostCS, _ := server(t)
 	imageCS, _ := server(t, "--image", ref, "--image-store", store)
 	hostID, imageID := must1(t, hostCS), must1(t, imageCS)

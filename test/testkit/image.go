@@ -206,6 +206,17 @@ func HostFilesLayer(t testing.TB, paths ...string) []Entry {
 	return entries
 }
 
+// Pull stores refs in the image store dir with sodactl image pull, as a
+// user would, failing t if one is not stored.
+func Pull(t testing.TB, sodactl, store string, refs ...string) {
+	t.Helper()
+	for _, ref := range refs {
+		if out, err := exec.Command(sodactl, "image", "pull", "--store", store, ref).CombinedOutput(); err != nil {
+			t.Fatalf("sodactl image pull %s: %v\n%s", ref, err, out)
+		}
+	}
+}
+
 // Registry serves go-containerregistry's registry on loopback until the
 // test ends and returns its host:port.
 func Registry(t testing.TB) string {

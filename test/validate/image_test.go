@@ -12,13 +12,11 @@ import (
 	"github.com/soda-project/soda/test/testkit"
 )
 
-// TestImageValidator: a kind with Image= runs its validator inside that
-// image, pinned by digest: the verdict's digests and its attestation name
-// the image's manifest digest, another image gives another validator
-// digest, and a tag is refused when the worker starts.
-func TestImageValidator(t *testing.T) {
-	requireSandbox(t)
-	reg := testkit.Registry(t)
+// imageStore is the path of an image store (not made yet) below
+// directories everyone may enter: the worker's sandboxes run as a pooled
+// uid, which must reach the unpacked roots.
+func imageStore(t *testing.T) string {
+	t.Helper()
 	base := filepath.Join(t.TempDir(), "images")
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		t.Fatal(err)
@@ -26,19 +24,21 @@ func TestImageValidator(t *testing.T) {
 	if err := os.Chmod(filepath.Dir(base), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(base, "store")
-	pull := func(ref string) {
-		t.Helper()
-		out, err := exec.Command(filepath.Join(bin, "sodactl"), "image", "pull", "--store", store, ref).CombinedOutput()
-		if err != nil {
-			t.Fatalf("sodactl image pull %s: %v\n%s", ref, err, out)
-		}
-	}
+	return filepath.Join(base, "store")
+}
+
+// TestImageValidator: a kind with Image= runs its validator inside that
+// image, pinned by digest: the verdict's digests and its attestation name
+// the image's manifest digest, another image gives another validator
+// digest, and a tag is refused when the worker starts.
+func TestImageValidator(t *testing.T) {
+	requireSandbox(t)
+	reg := testkit.Registry(t)
+	store := imageStore(t)
 	// /bin/tar too: the sandbox writes the sources in with it.
 	d1 := testkit.Push(t, reg+"/soda/okcheck:1", testkit.ProbeImage(t, "ID=one\n", "tar"))
 	d2 := testkit.Push(t, reg+"/soda/okcheck:2", testkit.ProbeImage(t, "ID=two\n", "tar"))
-	pull(reg + "/soda/okcheck:1")
-	pull(reg + "/soda/okcheck:2")
+	testkit.Pull(t, filepath.Join(bin, "sodactl"), store, reg+"/soda/okcheck:1", reg+"/soda/okcheck:2")
 	conf := func(image string) string {
 		return "[Validator]\nExecStart=/bin/probe %FILES%\nFiles=*.txt\nOutput=gcc\nValidExit=0\nInvalidExit=1\nImage=" + image + "\nImageStore=" + store + "\n"
 	}
@@ -106,20 +106,11 @@ func TestPackagedValidators(t *testing.T) {
 	image := read("shellcheck-image.conf")
 
 	reg := testkit.Registry(t)
-	base := filepath.Join(t.TempDir(), "images")
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Dir(base), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	store := filepath.Join(base, "store")
+	store := imageStore(t)
 	entries := append(testkit.HostFilesLayer(t, "/usr/bin/shellcheck"), testkit.Entry{Name: "usr/bin/tar", Mode: 0o755, Data: testkit.StaticProbe(t)})
 	ref := reg + "/tools/shellcheck:debian"
 	digest := testkit.Push(t, ref, testkit.Image(t, testkit.Layer(t, entries)))
-	if out, err := exec.Command(filepath.Join(bin, "sodactl"), "image", "pull", "--store", store, ref).CombinedOutput(); err != nil {
-		t.Fatalf("sodactl image pull %s: %v\n%s", ref, err, out)
-	}
+	testkit.Pull(t, filepath.Join(bin, "sodactl"), store, ref)
 	// The shipped file, its placeholder replaced by the image built here.
 	placeholder := "registry.example.com/tools/shellcheck@sha256:" + strings.Repeat("0", 64)
 	if !strings.Contains(image, "Image="+placeholder+"\n") {
