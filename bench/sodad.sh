@@ -10,7 +10,8 @@
 #   - `sodactl run --direct -- true` as root, in-process;
 #   - connect + CreateSandbox until the command runs (test/sodadcall);
 #   - sodad's polkit checks (SODA_TOOK in its journal).
-# Target (issue 12): through sodad at most 1.5x the direct overhead.
+# Target (issue 27): through sodad at most 1.3x the direct overhead; alice's
+# runs (setpriv --init-groups) are measured over her own plain `true`.
 # Results: bench/results/<timestamp>/sodad.txt and bench/results/latest-sodad.md.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -416,6 +416,7 @@ func (b *box) readAudit(sender dbus.Sender, cursor uint64, max uint32, opts map[
 func (b *box) wait() {
 	d := b.d
 	defer d.live.Done()
+	pt := newPhases()
 	if !b.handedOver() {
 		// A new sandbox (an adopted one is in the store already), off
 		// the caller's path. Init copied the home into the sandbox: the
@@ -433,7 +434,9 @@ func (b *box) wait() {
 			d.log.Error("state record", "sandbox", b.id, "err", err)
 		}
 	}
+	pt.mark("handover")
 	st, err := b.sb.Wait(d.run) // b.sb is set before wait starts
+	pt.mark("wait")
 	if sandboxDetached(err) {
 		// Handed over: its record and descriptors are the successor's.
 		for _, f := range b.files {
@@ -489,6 +492,8 @@ func (b *box) wait() {
 	}
 	d.journal.Info("sandbox exited", "sandbox", b.id, "owner_uid", b.owner, "result", result, "status", code)
 	_ = d.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxExited", b.id, b.path, result, code)
+	pt.mark("exited")
+	d.log.Debug("sandbox ended", append([]any{"sandbox", b.id}, pt.attrs()...)...)
 	d.touch()
 	go func() {
 		t := time.NewTimer(d.cfg.Linger)

@@ -182,11 +182,13 @@ func (d *Daemon) createSandbox(sender dbus.Sender, profileName string, argv []st
 		}
 	}()
 
+	pt := newPhases()
 	c, ctx, cancel, err := d.begin(sender)
 	if err != nil {
 		return "", "", err
 	}
 	defer cancel()
+	pt.mark("caller")
 	if badFd != "" {
 		return "", "", errorf(errInvalidFd, "%s", badFd)
 	}
@@ -197,15 +199,17 @@ func (d *Daemon) createSandbox(sender dbus.Sender, profileName string, argv []st
 	if err := d.admit(ctx, c, profileName, &cr); err != nil {
 		return "", "", err
 	}
+	pt.mark("admit")
 	b, err := d.register(c, cr)
 	if err != nil {
 		return "", "", err
 	}
-	if err := d.launch(b, cr, owned); err != nil {
+	if err := d.launch(b, cr, owned, pt); err != nil {
 		d.discard(b)
 		return "", "", err
 	}
 	handed = true
+	d.log.Debug("sandbox created", append([]any{"sandbox", b.id}, pt.attrs()...)...)
 	return b.id, b.path, nil
 }
 
@@ -351,7 +355,7 @@ func (d *Daemon) discard(b *box) {
 
 // launch builds b's sandbox (agentrun), exports its object, records it
 // and starts it; from then on the sandbox owns the fds (owned).
-func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File) error {
+func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File, pt *phases) error {
 	eff := cr.eff
 	sspec, err := d.buildSpec(b, eff, cr.req, cr.st)
 	if err != nil {
@@ -363,6 +367,7 @@ func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File) error {
 	if err := d.startImage(d.run, b, cr.p, &sspec); err != nil {
 		return err
 	}
+	pt.mark("spec")
 	limits := map[string]uint64{"MemoryMax": uint64(eff.Limits.MemoryMax), "TasksMax": uint64(eff.Limits.TasksMax),
 		"CPUQuotaPercent": eff.Limits.CPUPercent, "CPUWeight": eff.Limits.CPUWeight, "TimeoutUSec": uint64(eff.Limits.Timeout / time.Microsecond),
 		"TmpSize": uint64(eff.Limits.TmpSize), "HomeSize": uint64(eff.Limits.HomeSize)}
@@ -376,6 +381,7 @@ func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File) error {
 	if err := d.store.Write(b.record()); err != nil {
 		return err
 	}
+	pt.mark("record")
 	d.journal.Info("sandbox create", "sandbox", b.id, "owner_uid", b.owner, "profile", b.profile, "unit", b.unit, "action", cr.action, "argv", strings.Join(cr.argv, " "))
 	sb, err := d.engine.Start(d.run, sspec)
 	if err != nil {
@@ -386,6 +392,7 @@ func (d *Daemon) launch(b *box, cr createRequest, owned []*os.File) error {
 		}
 		return fmt.Errorf("start the sandbox: %w", err)
 	}
+	pt.mark("start")
 	b.mu.Lock()
 	b.files = owned
 	b.sb = sb

@@ -178,10 +178,12 @@ func (c *Client) Create(ctx context.Context, req Request) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create a sandbox: %w", err)
 	}
+	// The watch's AddMatch calls go out before CreateSandbox on the same
+	// connection, and the bus handles a connection's messages in order:
+	// the sandbox's exit cannot pass them. Their replies are read after
+	// the create's, which saves the round trips.
 	sb := &Sandbox{c: c}
-	if err := sb.watch(ctx); err != nil {
-		return nil, err
-	}
+	watched := sb.watch()
 	var id string
 	var path dbus.ObjectPath
 	call := c.manager().CallWithContext(ctx, sodadapi.ManagerInterface+".CreateSandbox", 0,
@@ -191,31 +193,58 @@ func (c *Client) Create(ctx context.Context, req Request) (*Sandbox, error) {
 		return nil, wrap(fmt.Sprintf("create a sandbox from profile %s", req.Profile), err)
 	}
 	sb.ID, sb.Path = id, path
+	if err := watched(ctx); err != nil {
+		// The sandbox runs, unwatched: Wait polls its State instead.
+		sb.Close()
+		sb.exited = nil
+	}
 	return sb, nil
 }
 
-// watch subscribes to SandboxExited and to sodad leaving the bus.
-func (sb *Sandbox) watch(ctx context.Context) error {
+// The match rules of a Sandbox's watch: sodad's SandboxExited, and sodad
+// leaving (or coming back to) the bus.
+const (
+	exitedRule = "type='signal',sender='" + sodadapi.BusName + "',path='" + string(sodadapi.ManagerPath) +
+		"',interface='" + sodadapi.ManagerInterface + "',member='SandboxExited'"
+	goneRule = "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus'," +
+		"member='NameOwnerChanged',arg0='" + sodadapi.BusName + "'"
+)
+
+// watch subscribes to SandboxExited and to sodad leaving the bus. It
+// sends the AddMatch calls and returns at once; watched waits for their
+// replies and says whether both matches are in place.
+func (sb *Sandbox) watch() (watched func(context.Context) error) {
 	conn := sb.c.conn
-	exited := []dbus.MatchOption{dbus.WithMatchSender(sodadapi.BusName), dbus.WithMatchObjectPath(sodadapi.ManagerPath),
-		dbus.WithMatchInterface(sodadapi.ManagerInterface), dbus.WithMatchMember("SandboxExited")}
-	gone := []dbus.MatchOption{dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
-		dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, sodadapi.BusName)}
-	if err := conn.AddMatchSignalContext(ctx, exited...); err != nil {
-		return fmt.Errorf("watch sodad's SandboxExited signal: %w", err)
-	}
-	if err := conn.AddMatchSignalContext(ctx, gone...); err != nil {
-		_ = conn.RemoveMatchSignal(exited...)
-		return fmt.Errorf("watch sodad's name on the bus: %w", err)
-	}
+	bus := conn.BusObject()
 	sb.exited = make(chan *dbus.Signal, 64)
 	conn.Signal(sb.exited)
+	rules := []string{exitedRule, goneRule}
+	calls := make([]*dbus.Call, len(rules))
+	for i, r := range rules {
+		calls[i] = bus.Go("org.freedesktop.DBus.AddMatch", 0, make(chan *dbus.Call, 1), r)
+	}
 	sb.cancel = func() {
 		conn.RemoveSignal(sb.exited)
-		_ = conn.RemoveMatchSignal(exited...)
-		_ = conn.RemoveMatchSignal(gone...)
+		// Nothing waits on the replies: a process that ends next
+		// need not wait for them, and its matches go with its
+		// connection anyway.
+		for _, r := range rules {
+			bus.Go("org.freedesktop.DBus.RemoveMatch", dbus.FlagNoReplyExpected, nil, r)
+		}
 	}
-	return nil
+	return func(ctx context.Context) error {
+		for i, c := range calls {
+			select {
+			case <-c.Done:
+				if c.Err != nil {
+					return fmt.Errorf("watch sodad's signals (%s): %w", rules[i], c.Err)
+				}
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		return nil
+	}
 }
 
 // Close stops watching the sandbox; it does not end it.
@@ -250,12 +279,8 @@ func (sb *Sandbox) Wait(ctx context.Context) (Exit, error) {
 	if sb.exited == nil {
 		return sb.poll(ctx)
 	}
-	// The exit may have been signalled before the id was known: it is in
-	// the channel then. It may also predate nothing we saw (a sandbox
-	// that ended between the call and our reading): the properties say.
-	if p, err := sb.Properties(ctx); err == nil && p.Exited() {
-		return Exit{p.Result, p.ExitStatus}, nil
-	}
+	// The watch was in place before the sandbox existed: its exit, even
+	// one signalled before the id was known, is in the channel.
 	// gone is set while sodad is off the bus: a restarting sodad's
 	// successor adopts the sandbox, and the wait goes on with it.
 	var gone <-chan time.Time
