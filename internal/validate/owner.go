@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/runstate"
+	"github.com/soda-project/soda/internal/workhome"
 )
 
 // DefaultStateDir holds one owner directory per kind.
@@ -138,20 +139,17 @@ func (o *Owner) Recover() (int, error) {
 	return n, nil
 }
 
-// CheckSettled returns an error naming what is left in TmpDir: called
-// when no sandbox of the worker should exist, anything there is a
-// sandbox's home that its clean-up did not remove.
+// CheckSettled returns an error naming what is left in TmpDir that no
+// live sandbox holds: called after a sandbox's clean-up, anything there
+// but a live sandbox's home (the next spare's, whose lock is held) is a
+// home that a clean-up did not remove.
 func (o *Owner) CheckSettled() error {
-	ents, err := os.ReadDir(o.TmpDir())
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	names, err := workhome.Leftovers(o.TmpDir())
+	if err != nil {
 		return fmt.Errorf("check the owner directory: %w", err)
 	}
-	if len(ents) == 0 {
+	if len(names) == 0 {
 		return nil
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
 	}
 	return fmt.Errorf("left behind in %s: %s", o.TmpDir(), strings.Join(names, " "))
 }

@@ -42,11 +42,12 @@ type Worker struct {
 	// (sandbox start, clean-up) before Healthy calls it wedged.
 	settle time.Duration
 
-	// spare is the next call's sandbox, started after the previous call
-	// (fresh each time, never reused; it waits in the closed network with
-	// nothing in it), so that a call does not wait for one to start.
-	// spareOut says one was started and not taken yet: at most one is
-	// ever on its way. Both are the holder of sem's.
+	// spare is the next call's sandbox, started as the previous call
+	// takes its own (fresh each time, never reused; it waits in the
+	// closed network with nothing in it, its own sandbox beside the
+	// call's), so that a call does not wait for one to start, even right
+	// after another. spareOut says one was started and not taken yet: at
+	// most one is ever on its way. Both are the holder of sem's.
 	spare    chan spareBox
 	spareOut bool
 
@@ -145,26 +146,36 @@ func (w *Worker) Close(ctx context.Context) error {
 		return fmt.Errorf("a call is still running: %w", ctx.Err())
 	}
 	defer func() { <-w.sem }()
+	return w.dropSpare(ctx)
+}
+
+// dropSpare ends the spare of a worker that takes no more calls, waiting
+// for it to start at most until ctx ends; one that starts later is
+// closed when it does. The caller holds sem.
+func (w *Worker) dropSpare(ctx context.Context) error {
 	if !w.spareOut {
-		return nil // none, or it was taken (poisoned: none was started)
+		return nil // none, or it was taken
 	}
 	w.spareOut = false
+	closeBox := func(ctx context.Context, box sandboxsession.Box) error {
+		if err := box.Close(ctx); err != nil {
+			return fmt.Errorf("close the spare sandbox %s: %w", box.ID(), err)
+		}
+		return nil
+	}
 	select {
 	case sp := <-w.spare:
 		if sp.box == nil {
 			return nil
 		}
-		if err := sp.box.Close(ctx); err != nil {
-			return fmt.Errorf("close the spare sandbox %s: %w", sp.box.ID(), err)
-		}
-		return nil
+		return closeBox(ctx, sp.box)
 	case <-ctx.Done():
 		go func() {
 			if sp := <-w.spare; sp.box != nil {
-				cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				cctx, cancel := context.WithTimeout(context.Background(), cleanupBound)
 				defer cancel()
-				if err := sp.box.Close(cctx); err != nil {
-					w.log.Error("close the spare sandbox that started after the worker stopped", "sandbox", sp.box.ID(), "err", err)
+				if err := closeBox(cctx, sp.box); err != nil {
+					w.log.Error("close the spare sandbox that started after the worker stopped taking calls", "err", err)
 				}
 			}
 		}()
@@ -298,11 +309,15 @@ func (w *Worker) Validate(ctx context.Context, files []File) (*Verdict, error) {
 	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.kind.Deadline+runMargin)
 	defer cancel()
 	// After this call's clean-up (defers run last first).
-	defer w.restartSpare()
+	defer w.settleSpare()
 	box, err := w.takeSpare(ctx, runCtx)
 	if err != nil {
 		v.fail(StatusFailed, err.Error())
 		return v, nil
+	}
+	// The next call's sandbox starts beside this one's.
+	if w.refusal() == nil {
+		w.startSpare()
 	}
 	defer w.closeBox(box, v)
 	names, err := writeSources(runCtx, box, files)
@@ -384,14 +399,27 @@ func (v *Verdict) fail(status, why string) {
 	v.Diagnostics = append(v.Diagnostics, Diagnostic{Message: why})
 }
 
-// restartSpare starts the next call's sandbox after a call's clean-up,
-// unless the worker refuses work or the one on its way has not come yet.
-// The caller holds sem.
-func (w *Worker) restartSpare() {
-	if w.refusal() == nil && !w.spareOut {
+// settleSpare, after a call's clean-up, starts the next call's sandbox
+// when none is on its way (this call had none to take), or ends the one
+// on its way when the worker now refuses work (its clean-up failed, or
+// it is closing). The caller holds sem.
+func (w *Worker) settleSpare() {
+	if w.refusal() != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), spareDropWait)
+		defer cancel()
+		if err := w.dropSpare(ctx); err != nil {
+			w.log.Warn("the worker refuses work: its spare sandbox", "kind", w.kind.Name, "err", err)
+		}
+		return
+	}
+	if !w.spareOut {
 		w.startSpare()
 	}
 }
+
+// spareDropWait is how long a call that leaves its worker refusing work
+// waits for the spare to start, to end it; later, it ends when it starts.
+const spareDropWait = 5 * time.Second
 
 // takeSpare takes the spare sandbox for this call. The spare may still
 // be starting, or hang: it waits no longer than the call (ctx: a
@@ -421,8 +449,8 @@ func (w *Worker) closeBox(box sandboxsession.Box, v *Verdict) {
 	err := box.Close(cctx)
 	if err == nil && w.owner != nil {
 		// What the backend did not say: the sandbox's home must be
-		// gone from the owner directory (no other sandbox exists
-		// now: the next spare starts after this).
+		// gone from the owner directory (where only the next spare's,
+		// live and locked, may be).
 		err = w.owner.CheckSettled()
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/soda-project/soda/internal/sandboxsession"
 )
@@ -43,11 +46,22 @@ func (b *fakeBackend) Start(ctx context.Context, quota int64) (sandboxsession.Bo
 	}
 	box := &fakeBox{b: b}
 	if b.home != "" {
-		d, err := os.MkdirTemp(b.home, "soda-session-home-")
+		// A home as workhome makes one: the directory, and its lock
+		// file held while the box lives.
+		// (The lock first: the check of what is left must never see
+		// a live home without it.)
+		d := filepath.Join(b.home, fmt.Sprintf("home-%d", b.starts.Load()))
+		lock, err := os.Create(d + ".lock")
 		if err != nil {
 			return nil, err
 		}
-		box.home = d
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+			return nil, err
+		}
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+		box.home, box.lock = d, lock
 	}
 	b.mu.Lock()
 	b.boxes = append(b.boxes, box)
@@ -58,6 +72,7 @@ func (b *fakeBackend) Start(ctx context.Context, quota int64) (sandboxsession.Bo
 type fakeBox struct {
 	b      *fakeBackend
 	home   string
+	lock   *os.File
 	closed atomic.Bool
 }
 
@@ -76,8 +91,12 @@ func (x *fakeBox) Exec(ctx context.Context, argv []string, dir string, stdin io.
 func (x *fakeBox) Close(ctx context.Context) error {
 	x.closed.Store(true)
 	x.b.closes.Add(1)
-	if x.home != "" && !x.b.leaveHome {
-		_ = os.Remove(x.home)
+	if x.home != "" {
+		if !x.b.leaveHome {
+			_ = os.Remove(x.home)
+			_ = os.Remove(x.home + ".lock")
+		}
+		x.lock.Close() // left: the lock is free, as a killed sandbox's
 	}
 	return x.b.closeErr
 }
@@ -151,8 +170,8 @@ func TestSpareStartHangs(t *testing.T) {
 }
 
 // TestCloseWaitsForACallBoundedByItsContext: Close while a call runs on a
-// wedged sandbox returns when its context ends, and no spare is started
-// after it.
+// wedged sandbox returns when its context ends; the spare started beside
+// the call is ended once the call is, and none is started after it.
 func TestCloseWaitsForACallBoundedByItsContext(t *testing.T) {
 	b := &fakeBackend{execBlock: make(chan struct{})}
 	w, err := NewWorker(fakeKind(), b, nil, nil)
@@ -177,14 +196,16 @@ func TestCloseWaitsForACallBoundedByItsContext(t *testing.T) {
 	close(b.execBlock)
 	<-called
 	time.Sleep(50 * time.Millisecond)
-	if n := b.starts.Load(); n != 1 {
-		t.Errorf("%d sandboxes started: a spare was started after Close", n)
+	// The call's sandbox and the spare started beside it: both ended,
+	// none started after Close.
+	if n, c := b.starts.Load(), b.closes.Load(); n != 2 || c != 2 {
+		t.Errorf("%d sandboxes started, %d closed: want the call's and its spare, both closed once the worker closed", n, c)
 	}
 }
 
 // TestCleanupFailurePoisons: a sandbox whose Close fails poisons the
-// worker: the verdict says so, the next call is refused, no spare is
-// started, the owner record keeps it across a restart, and a worker made
+// worker: the verdict says so, the next call is refused, the spare
+// started beside the call is ended and no other started, the owner record keeps it across a restart, and a worker made
 // on that record refuses work from the start.
 func TestCleanupFailurePoisons(t *testing.T) {
 	state := t.TempDir()
@@ -207,8 +228,8 @@ func TestCleanupFailurePoisons(t *testing.T) {
 	if _, err := w.Validate(context.Background(), oneFile); !errors.Is(err, ErrPoisoned) || !IsRefusal(err) {
 		t.Errorf("the next call: %v, want ErrPoisoned", err)
 	}
-	if n := b.starts.Load(); n != 1 {
-		t.Errorf("%d sandboxes started: a spare was started after the poisoning", n)
+	if n, c := b.starts.Load(), b.closes.Load(); n != 2 || c != 2 {
+		t.Errorf("%d sandboxes started, %d closed: want the call's and its spare, both closed once the worker was poisoned", n, c)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -257,7 +278,7 @@ func TestCleanupLeftoverPoisons(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := w.Validate(context.Background(), oneFile)
-	if err != nil || !strings.HasPrefix(v.Cleanup, "failed: ") || !strings.Contains(v.Cleanup, "soda-session-home-") {
+	if err != nil || !strings.HasPrefix(v.Cleanup, "failed: ") || !strings.Contains(v.Cleanup, "home-") {
 		t.Fatalf("a clean-up that left the sandbox's home: %+v, %v", v, err)
 	}
 	if _, err := w.Validate(context.Background(), oneFile); !errors.Is(err, ErrPoisoned) {
@@ -284,8 +305,8 @@ func TestCleanupLeftoverPoisons(t *testing.T) {
 	if err := w2.WaitSpare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if ents, _ := os.ReadDir(filepath.Clean(owner2.TmpDir())); len(ents) != 1 {
-		t.Errorf("%d homes in the owner directory, want the next spare's", len(ents))
+	if ents, _ := os.ReadDir(filepath.Clean(owner2.TmpDir())); len(ents) != 2 {
+		t.Errorf("%d entries in the owner directory, want the next spare's home and its lock", len(ents))
 	}
 }
 

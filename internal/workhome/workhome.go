@@ -162,6 +162,60 @@ func (d *Dir) Sweep(log *slog.Logger) int {
 	return removed
 }
 
+// Leftovers names, without removing anything, the entries of the state
+// directory path that belong to no live home: a home or lock whose lock
+// is free, a pending lock older than a home takes to make, and anything
+// else. A live home (another sandbox's, or one being made) is not named.
+// A directory that does not exist has none.
+func Leftovers(path string) ([]string, error) {
+	ents, err := os.ReadDir(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", path, err)
+	}
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	var left []string
+	for _, e := range ents {
+		n := e.Name()
+		var held bool
+		switch {
+		case !strings.HasPrefix(n, prefix):
+		case strings.HasSuffix(n, lockSuffix):
+			held = lockHeld(filepath.Join(path, n))
+		case strings.HasSuffix(n, pendingSuffix):
+			fi, err := e.Info()
+			held = err == nil && time.Since(fi.ModTime()) <= pendingAge || lockHeld(filepath.Join(path, n))
+		case e.IsDir():
+			// A home is live while its lock, final or pending, is.
+			held = names[n+lockSuffix] && lockHeld(filepath.Join(path, n+lockSuffix)) ||
+				names[n+pendingSuffix] && lockHeld(filepath.Join(path, n+pendingSuffix))
+		}
+		if !held {
+			left = append(left, n)
+		}
+	}
+	return left, nil
+}
+
+// lockHeld says whether someone holds the lock file at path (this process
+// too, through another open file).
+func lockHeld(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
+		return true
+	}
+	return false
+}
+
 // sweepOne removes the home of lock, and lock, if the lock is free.
 func sweepOne(lock, suffix string, log *slog.Logger) bool {
 	f, err := os.OpenFile(lock, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

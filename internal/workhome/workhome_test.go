@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -345,5 +346,62 @@ func TestConcurrentNewSweep(t *testing.T) {
 	}
 	if left := entries(t, d.Path()); len(left) != 0 {
 		t.Errorf("left in the state dir: %v", left)
+	}
+}
+
+// TestLeftovers: what a clean-up left is named, a live home is not, and
+// nothing is removed.
+func TestLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(dir, os.Geteuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := d.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Remove()
+	// A home whose sandbox was killed: its lock file stays, free.
+	killed, err := d.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed.lock.Close()
+	old := time.Now().Add(-2 * pendingAge)
+	for _, c := range []struct {
+		name string
+		make func(p string) error
+	}{
+		{"home-orphan", func(p string) error { return os.Mkdir(p, 0o700) }},
+		{"home-young.pending", func(p string) error { return os.WriteFile(p, nil, 0o600) }},
+		{"home-old.pending", func(p string) error {
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				return err
+			}
+			return os.Chtimes(p, old, old)
+		}},
+		{"stray", func(p string) error { return os.WriteFile(p, nil, 0o600) }},
+	} {
+		if err := c.make(filepath.Join(dir, c.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Leftovers(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb := filepath.Base(killed.Path())
+	want := []string{"home-old.pending", "home-orphan", kb, kb + lockSuffix, "stray"}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("Leftovers = %q, want %q (not the live %s, nor the young pending lock)", got, want, filepath.Base(live.Path()))
+	}
+	if _, err := os.Stat(killed.Path()); err != nil {
+		t.Errorf("Leftovers removed something: %v", err)
+	}
+	if got, err := Leftovers(filepath.Join(dir, "nonexistent")); err != nil || got != nil {
+		t.Errorf("Leftovers of a missing directory = %q, %v; want none", got, err)
 	}
 }
