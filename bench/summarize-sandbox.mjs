@@ -109,8 +109,14 @@ if (relayRows.length) {
   const md = med(pd.map((x) => x.mbps)), mr = med(pr.map((x) => x.mbps));
   const share = mr / md;
   p(`| push ${meta.push_bytes || ''} (256 KiB writes), Mbit/s | ${fmt(md, 0)} (${pd.length} ok) | ${fmt(mr, 0)} (${pr.length} ok) | ` +
-    `${ok(share) ? (share * 100).toFixed(0) + ' %' : '-'} | ≥ 50 %: ${verdict(ok(share) ? share >= 0.5 : undefined)} |`);
+    `${ok(share) ? (share * 100).toFixed(0) + ' %' : '-'} | ≥ 70 %: ${verdict(ok(share) ? share >= 0.7 : undefined)} |`);
   p(`| push, seconds | ${fmt(med(pd.map((x) => x.seconds)), 3)} | ${fmt(med(pr.map((x) => x.seconds)), 3)} | ${ratio(med(pr.map((x) => x.seconds)), med(pd.map((x) => x.seconds)))} | |`);
+  const pf = relOK('push', 'floor');
+  if (pf.length) {
+    const mf = med(pf.map((x) => x.mbps));
+    p(`| push through a bare splice relay on the host (one hop, nothing else: the floor of any relay), Mbit/s | ${fmt(md, 0)} | ${fmt(mf, 0)} (${pf.length} ok) | ` +
+      `${ok(mf / md) ? ((mf / md) * 100).toFixed(0) + ' %' : '-'}; soda's relay ${ok(mr / mf) ? ((mr / mf) * 100).toFixed(0) + ' %' : '-'} of it | |`);
+  }
   const cd = relOK('connects', 'direct'), cr = relOK('connects', 'relayed');
   const sd = med(cd.map((x) => x.median_us)), sr = med(cr.map((x) => x.median_us));
   const add = sr - sd;

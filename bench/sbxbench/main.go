@@ -55,6 +55,11 @@ func main() {
 		err = serve(args, handleSink)
 	case "echo":
 		err = serve(args, handleEcho)
+	case "relay":
+		if len(args) != 2 {
+			usage()
+		}
+		err = serve(args[:1], func(c net.Conn) { handleRelay(c, args[1]) })
 	case "push":
 		err = push(args)
 	case "connects":
@@ -71,7 +76,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprint(os.Stderr, `usage: sbxbench sink ADDR | echo ADDR
+	fmt.Fprint(os.Stderr, `usage: sbxbench sink ADDR | echo ADDR | relay ADDR TARGET
        sbxbench push [--proxy HOST:PORT] TARGET BYTES
        sbxbench connects [--proxy HOST:PORT] TARGET N
        sbxbench startup [--runs N] [--warmup W] -- CMD [ARGS...]
@@ -129,6 +134,26 @@ func handleSink(c net.Conn) {
 	var ack [8]byte
 	binary.BigEndian.PutUint64(ack[:], uint64(n))
 	_, _ = c.Write(ack[:])
+}
+
+// handleRelay is the least a one-hop TCP relay can do: dial target and
+// splice both ways (io.Copy between TCP connections is splice(2) through
+// a pipe), the floor under any proxy's throughput on this machine.
+func handleRelay(c net.Conn, target string) {
+	defer c.Close()
+	u, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(u, c)
+		_ = u.(*net.TCPConn).CloseWrite()
+		close(done)
+	}()
+	_, _ = io.Copy(c, u)
+	<-done
 }
 
 func handleEcho(c net.Conn) {
