@@ -269,6 +269,12 @@ if [[ " $SECTIONS " == *" startup "* ]]; then
   startup host true true
   startup host sodactl "$WORK/bin/sodactl" run -- true
   startup host codex "$CODEX" sandbox -- true
+  # Where the time goes (floors): each binary's own start-up, and
+  # sodactl's sandbox without its cgroup placement (the test knob that
+  # makes the layer unavailable, waived), i.e. the placement's share.
+  startup host sodactl-version "$WORK/bin/sodactl" --version
+  SODA_SANDBOX_TEST_UNAVAILABLE=cgroup startup host sodactl-nocgroup "$WORK/bin/sodactl" run --allow-degraded cgroup -- true
+  startup host codex-version "$CODEX" --version
   startup host srt "$SRT" --settings "$WORK/srt-settings.json" true
 fi
 

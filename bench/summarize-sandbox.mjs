@@ -42,6 +42,9 @@ if (startupRows.length) {
     'host/sodactl': '`sodactl run -- true` (limits enforced: cgroup v1 directories on a hybrid host without systemd)',
     'host/codex': '`codex sandbox -- true`',
     'host/srt': '`srt --settings FILE true`',
+    'host/sodactl-version': '`sodactl --version` (the binary\'s own start-up: a floor)',
+    'host/sodactl-nocgroup': '`sodactl run --allow-degraded cgroup -- true`, the cgroup layer made unavailable (everything but the placement)',
+    'host/codex-version': '`codex --version` (the binary\'s own start-up: a floor)',
     'box/true': 'plain `true`',
     'box/sodactl': '`sodactl run -- true` (full stack: transient scope, limits)',
   };
@@ -61,7 +64,7 @@ if (startupRows.length) {
     }
     const base = st(env, 'true')?.res;
     const over = name === 'true' ? NaN : r.res.median_ms - (base ? base.median_ms : NaN);
-    const peer = name !== 'true' && name !== 'sodactl';
+    const peer = name === 'codex' || name === 'srt';
     p(`| ${where[env] || env} | ${lab} | ${fmt(r.res.median_ms, 2)} | ${fmt(r.res.min_ms, 2)} | ${fmt(r.res.max_ms, 2)} | ` +
       `${name === 'true' ? '—' : sign(over, 2)} | ${peer ? ratio(r.res.median_ms, sodaHost?.median_ms) : '—'} | ` +
       `${peer ? ratio(over, sodaOverHost) : '—'} | ${r.res.fails ? `${r.res.fails} (exit ${r.res.last_fail_code})` : 0} |`);
@@ -81,6 +84,18 @@ if (startupRows.length) {
     const so = hs.median_ms - ht.median_ms, co = hc.median_ms - ht.median_ms;
     p(`Target: on the host, sodactl's overhead ≤ ⅓ of \`codex sandbox\`'s — ${sign(so, 2)} ms against ${sign(co, 2)} ms ` +
       `(${fmt(so / co, 2)}): ${verdict(so <= co / 3)}.`);
+    const sv = st('host', 'sodactl-version')?.res, sn = st('host', 'sodactl-nocgroup')?.res, cv = st('host', 'codex-version')?.res;
+    if (sv && sn && cv) {
+      const sStart = sv.median_ms - ht.median_ms, place = hs.median_ms - sn.median_ms, layers = sn.median_ms - sv.median_ms;
+      const cStart = cv.median_ms - ht.median_ms, cSandbox = hc.median_ms - cv.median_ms;
+      p();
+      p(`Where the time goes (differences of the medians above): sodactl's own start-up ${sign(sStart, 2)} ms, ` +
+        `the sandbox's layers but the cgroup ${sign(layers, 2)} ms, the cgroup placement ${sign(place, 2)} ms; ` +
+        `codex's own start-up ${sign(cStart, 2)} ms, its sandbox ${sign(cSandbox, 2)} ms. ` +
+        `Without the placement, which on this hybrid host waits for RCU grace periods in the kernel (cgroup v1 migrations; see ` +
+        `docs/benchmarks.md), sodactl's overhead is ${sign(sn.median_ms - ht.median_ms, 2)} ms, ` +
+        `${fmt((sn.median_ms - ht.median_ms) / co, 2)} of codex's.`);
+    }
     const bs = st('box', 'sodactl')?.res, bt = st('box', 'true')?.res;
     if (bs && bt) {
       const bo = bs.median_ms - bt.median_ms;
