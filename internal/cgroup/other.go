@@ -57,3 +57,6 @@ func (p *ScopePlacer) Unenforced() []string { return nil }
 // RemoveLockDir does nothing on this system, where no scope lock is ever
 // taken.
 func RemoveLockDir(dir string) error { return nil }
+
+// WarmMigrations does nothing on this system.
+func WarmMigrations() {}

@@ -106,6 +106,11 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 			return nil, err
 		}
 	}
+	if !spec.Knobs.unavailable(LayerCgroup) {
+		// The placement below waits for the kernel less if a v1
+		// migration starts now (see cgroup.WarmMigrations).
+		cgroup.WarmMigrations()
+	}
 	sb := e.newSandbox(spec)
 	defer func() {
 		if err != nil {
