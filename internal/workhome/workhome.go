@@ -195,7 +195,9 @@ func Leftovers(path string) ([]string, error) {
 			held = names[n+lockSuffix] && lockHeld(filepath.Join(path, n+lockSuffix)) ||
 				names[n+pendingSuffix] && lockHeld(filepath.Join(path, n+pendingSuffix))
 		}
-		if !held {
+		// An entry gone since the listing (a home being removed: its
+		// lock goes last) is not left behind.
+		if _, err := os.Lstat(filepath.Join(path, n)); !held && err == nil {
 			left = append(left, n)
 		}
 	}
