@@ -212,10 +212,7 @@ func lockHeld(path string) bool {
 		return false
 	}
 	defer f.Close()
-	if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
-		return true
-	}
-	return false
+	return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil
 }
 
 // sweepOne removes the home of lock, and lock, if the lock is free.
