@@ -4,7 +4,7 @@
 # D-Bus and polkit). Run as root from the repository (`make bench-sodad`).
 #
 # It runs test/e2e's TestSodad, which installs sodad as the package does and
-# measures, median of 15, each over a plain `true` by the same path:
+# measures, median of 25, each over a plain `true` by the same path:
 #   - `sodactl run --profile dev -- true` as an unprivileged user, through
 #     sodad (D-Bus round trips and the polkit check included);
 #   - `sodactl run --direct -- true` as root, in-process;

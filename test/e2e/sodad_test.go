@@ -340,7 +340,7 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 	// 5. Figures: create→exit through sodad against a direct sodactl run.
 	var viaSodad, viaSodactl, direct, plain, plainAlice, created []time.Duration
 	createRe := regexp.MustCompile(`create=(\S+) `)
-	for i := 0; i < 15; i++ {
+	for range 25 {
 		t0 := time.Now()
 		r := as("alice", call, "--", "true")
 		if r.err != nil {
