@@ -58,5 +58,12 @@ func (p *ScopePlacer) Unenforced() []string { return nil }
 // taken.
 func RemoveLockDir(dir string) error { return nil }
 
-// WarmMigrations does nothing on this system.
-func WarmMigrations() {}
+// Warmer starts cgroup v1 migrations that move nothing; there are none
+// on this system.
+type Warmer struct{}
+
+// NewWarmer returns nil on this system.
+func NewWarmer() *Warmer { return nil }
+
+// Warm does nothing on this system.
+func (w *Warmer) Warm() {}

@@ -29,6 +29,9 @@ type Linux struct {
 	scopes  *cgroup.ScopePlacer
 
 	uids *uidPool // the uids of a privileged engine's sandboxes
+	// warmer starts the kernel's wait before a cgroup v1 placement at
+	// the beginning of each Start (nil: nothing to warm here).
+	warmer *cgroup.Warmer
 
 	// The host's own addresses, which every sandbox's proxy refuses like
 	// loopback: one netlink subscription per engine, made on first use.
@@ -75,7 +78,8 @@ func New(cfg Config) (*Linux, error) {
 	if cfg.UIDs.First <= 0 || cfg.UIDs.Count <= 0 || cfg.UIDs.First+cfg.UIDs.Count > 1<<31-1 || cfg.UIDs.LockDir == "" {
 		return nil, fmt.Errorf("sandbox engine: bad uid range %+v (First > 0, Count > 0, below 2^31, LockDir set)", cfg.UIDs)
 	}
-	return &Linux{cfg: cfg, initInterp: interp, uids: &uidPool{base: cfg.UIDs.First, count: cfg.UIDs.Count, dir: cfg.UIDs.LockDir}}, nil
+	return &Linux{cfg: cfg, initInterp: interp, uids: &uidPool{base: cfg.UIDs.First, count: cfg.UIDs.Count, dir: cfg.UIDs.LockDir},
+		warmer: cgroup.NewWarmer()}, nil
 }
 
 // hostAddrs returns the engine's watch of the host's addresses, or nil

@@ -108,8 +108,8 @@ func (e *Linux) Start(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	}
 	if !spec.Knobs.unavailable(LayerCgroup) {
 		// The placement below waits for the kernel less if a v1
-		// migration starts now (see cgroup.WarmMigrations).
-		cgroup.WarmMigrations()
+		// migration starts now (see cgroup.Warmer).
+		e.warmer.Warm()
 	}
 	sb := e.newSandbox(spec)
 	defer func() {
