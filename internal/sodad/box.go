@@ -493,7 +493,7 @@ func (b *box) wait() {
 	d.journal.Info("sandbox exited", "sandbox", b.id, "owner_uid", b.owner, "result", result, "status", code)
 	_ = d.conn.Emit(sodadapi.ManagerPath, sodadapi.ManagerInterface+".SandboxExited", b.id, b.path, result, code)
 	pt.mark("exited")
-	d.log.Debug("sandbox ended", append([]any{"sandbox", b.id}, pt.attrs()...)...)
+	d.log.Debug("sandbox exit reported", append([]any{"sandbox", b.id}, pt.attrs()...)...)
 	d.touch()
 	go func() {
 		t := time.NewTimer(d.cfg.Linger)

@@ -204,10 +204,15 @@ func Leftovers(path string) ([]string, error) {
 	return left, nil
 }
 
+// openLock opens the lock file at path, never through a symbolic link.
+func openLock(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
 // lockHeld says whether someone holds the lock file at path (this process
 // too, through another open file).
 func lockHeld(path string) bool {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := openLock(path)
 	if err != nil {
 		return false
 	}
@@ -217,7 +222,7 @@ func lockHeld(path string) bool {
 
 // sweepOne removes the home of lock, and lock, if the lock is free.
 func sweepOne(lock, suffix string, log *slog.Logger) bool {
-	f, err := os.OpenFile(lock, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := openLock(lock)
 	if err != nil {
 		return false
 	}

@@ -950,7 +950,7 @@ func sodadPhases(t *testing.T, b *box, n int) string {
 		{"sandbox started", "SODA_READY", "init ready after placement"},
 		{"sandbox created", "SODA_START", "engine start"},
 		{"sandbox created", "SODA_TOTAL", "total"},
-		{"sandbox ended", "SODA_WAIT", "command's run and reaping"},
+		{"sandbox exit reported", "SODA_WAIT", "command's run and reaping"},
 	}
 	seen := map[string][]time.Duration{}
 	for _, line := range strings.Split(out, "\n") {
