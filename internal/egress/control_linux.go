@@ -14,18 +14,17 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/egress/relay"
 )
 
-// Control protocol; see the package documentation.
+// Control protocol: see the package documentation and package relay,
+// which holds the sender's side.
 const (
-	// msgConn is 'C' + port (uint16 BE), with one fd in SCM_RIGHTS.
-	msgConn = 'C'
-	// msgDNS is 'D' + qtype (uint16 BE) + query name.
-	msgDNS = 'D'
-	// maxQueryName is the longest query name in a 'D' message.
-	maxQueryName = 255
-	// maxControlMsg is the longest valid control message.
-	maxControlMsg = 3 + maxQueryName
+	msgConn       = relay.MsgConn
+	msgDNS        = relay.MsgDNS
+	maxQueryName  = relay.MaxQueryName
+	maxControlMsg = relay.MaxControlMsg
 	// maxControlFDs is how many fds the host makes room for in one
 	// message. A message with more is refused; the kernel closes the
 	// ones that did not fit.
@@ -203,26 +202,7 @@ func fdConn(fd int) (net.Conn, error) {
 }
 
 // checkSockType checks that c is a socket of type typ (unix.SOCK_*).
-func checkSockType(c syscall.Conn, typ int) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("raw conn: %w", err)
-	}
-	var got int
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		got, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
-	}); err != nil {
-		return fmt.Errorf("raw conn control: %w", err)
-	}
-	if serr != nil {
-		return fmt.Errorf("get socket type: %w", serr)
-	}
-	if got != typ {
-		return fmt.Errorf("socket type is %d, want %d", got, typ)
-	}
-	return nil
-}
+func checkSockType(c syscall.Conn, typ int) error { return relay.CheckSockType(c, typ) }
 
 // printable reports whether b is printable ASCII without spaces.
 func printable(b []byte) bool {

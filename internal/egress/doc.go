@@ -3,9 +3,10 @@
 // SOCK_SEQPACKET control socket (a socketpair whose sandbox end is
 // inherited by the sandbox's init process).
 //
-// # Sandbox side: Relay
+// # Sandbox side: package relay
 //
-// The Relay runs inside the sandbox. It listens on 127.0.0.1 at a few ports
+// The relay (package relay, apart so that the sandbox's init links none of
+// the host side) runs inside the sandbox. It listens on 127.0.0.1 at a few ports
 // (the CONNECT proxy port, 18080 by default, and the ports of granted
 // host-side MCP servers) and, optionally, on UDP 127.0.0.1:53. The Relay
 // makes no decisions and is not trusted: every accepted TCP connection is

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,12 +17,14 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/egress/relay"
 )
 
-// stack is a Relay and a Proxy joined by a real SOCK_SEQPACKET
+// stack is a relay.Relay and a Proxy joined by a real SOCK_SEQPACKET
 // socketpair, as the sandbox and the host are.
 type stack struct {
-	relay     *Relay
+	relay     *relay.Relay
 	proxy     *Proxy
 	rec       *recorder
 	relayCtl  *net.UnixConn // the sandbox end, also used to inject raw messages
@@ -70,7 +71,7 @@ func newStack(tb testing.TB) *stack {
 			return d.DialContext(ctx, network, addr)
 		},
 	}
-	s.relay = &Relay{Control: relayCtl, Log: testLogger(tb)}
+	s.relay = &relay.Relay{Control: relayCtl, Log: testLogger(tb)}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	hostDone, relayDone := make(chan error, 1), make(chan error, 1)
@@ -200,7 +201,7 @@ func TestStackMCP(t *testing.T) {
 
 func TestStackDNS(t *testing.T) {
 	s := newStack(t)
-	pc, err := listenDNS("127.0.0.1:0")
+	pc, err := relay.ListenDNSOn("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,31 +277,6 @@ func TestStackDNS(t *testing.T) {
 		}
 	}
 	s.rec.none(t)
-}
-
-func TestQueryName(t *testing.T) {
-	tests := []struct {
-		in   dnsmessage.Name
-		want string
-	}{
-		{dnsmessage.MustNewName("example.com."), "example.com."},
-		{dnsmessage.MustNewName("."), "."},
-		{dnsmessage.Name{Data: [255]byte{'a', ' ', 'b', 0xff, '\\', '.'}, Length: 6}, `a\032b\255\092.`},
-		{dnsmessage.MustNewName(strings.Repeat("abcdefgh.", 28)), strings.Repeat("abcdefgh.", 28)},
-	}
-	for _, tt := range tests {
-		got := string(queryName(tt.in))
-		if got != tt.want[:min(len(tt.want), maxQueryName)] {
-			t.Errorf("queryName(%q) = %q, want %q", tt.in.String(), got, tt.want)
-		}
-	}
-	long := dnsmessage.Name{Length: 255}
-	for i := range long.Data {
-		long.Data[i] = 0x01
-	}
-	if got := queryName(long); len(got) != maxQueryName || !printable(got) {
-		t.Errorf("queryName(255 control bytes) = %q (%d bytes)", got, len(got))
-	}
 }
 
 // sendRaw sends a raw control message with fds.
@@ -494,49 +470,11 @@ func TestStackConcurrent(t *testing.T) {
 	}
 }
 
-func TestListen(t *testing.T) {
-	ln := listen(t)
-	busy := portOf(t, ln.Addr())
-	_, err := Listen([]uint16{busy})
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("port %d", busy)) {
-		t.Errorf("Listen(busy port) = %v, want error naming port %d", err, busy)
-	}
-	if _, err := Listen([]uint16{0}); err == nil {
-		t.Error("Listen(0) succeeded")
-	}
-	// A free port: take one and release it.
-	free := listen(t)
-	port := portOf(t, free.Addr())
-	free.Close()
-	lns, err := Listen([]uint16{port})
-	if err != nil {
-		t.Skipf("port %d taken again meanwhile: %v", port, err)
-	}
-	defer closeListeners(lns)
-	if got := lns[0].Addr().String(); got != netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port).String() {
-		t.Errorf("listening on %s", got)
-	}
-}
-
 func TestControlMustBeSeqpacket(t *testing.T) {
 	a, _ := socketPair(t, unix.SOCK_STREAM)
 	p := &Proxy{}
 	if err := p.ServeControl(context.Background(), a); err == nil {
 		t.Error("ServeControl on a stream socket succeeded")
-	}
-	r := &Relay{Control: a}
-	if err := r.Serve(context.Background(), []net.Listener{listen(t)}); err == nil {
-		t.Error("Relay.Serve with a stream control socket succeeded")
-	}
-	pc, err := listenDNS("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.ServeDNS(context.Background(), pc); err == nil {
-		t.Error("Relay.ServeDNS with a stream control socket succeeded")
-	}
-	if err := (&Relay{}).ServeDNS(context.Background(), pc); err == nil {
-		t.Error("Relay.ServeDNS without a control socket succeeded")
 	}
 }
 

@@ -192,7 +192,8 @@ func TestLiveSandboxExec(t *testing.T) {
 	if st, _, err := execOut(t, sb, nil, 0, "/bin/sh", "-c", "setsid sleep 987.75 >/dev/null & echo started"); err != nil || st.Code != 0 {
 		t.Fatalf("background exec: %+v %v", st, err)
 	}
-	for deadline := time.Now().Add(2 * time.Second); len(procsMatching("sleep 987.75")) == 0 && time.Now().Before(deadline); {
+	// A loaded machine may take a while to exec it: the control waits.
+	for deadline := time.Now().Add(10 * time.Second); len(procsMatching("sleep 987.75")) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if len(procsMatching("987.75")) == 0 {

@@ -5,7 +5,7 @@
 // Init builds a private root (rootfs_linux.go: read-only system directories,
 // the grants mounted as checked and their protected paths read-only, a
 // tmpfs home, fresh /proc and /sys, per-sandbox identity files), sets up
-// the egress relay (internal/egress), confines itself (confine_linux.go:
+// the egress relay (internal/egress/relay), confines itself (confine_linux.go:
 // bounding set, uid, no_new_privs, Landlock, rlimits, seccomp) and only
 // then forks the command, or, for a live sandbox, every command the host
 // sends (exec_linux.go). The same binary, in its hold role, keeps the user

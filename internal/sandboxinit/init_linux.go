@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 	"kernel.org/pub/linux/libs/security/libcap/psx"
 
-	"github.com/soda-project/soda/internal/egress"
+	"github.com/soda-project/soda/internal/egress/relay"
 	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
@@ -125,7 +125,7 @@ type initRun struct {
 	userns []*os.File // the idmap user namespaces, until the root is built
 	execFD int        // a live sandbox's exec socket, or -1
 
-	relay *egress.Relay  // the egress relay (setupNetwork)
+	relay *relay.Relay   // the egress relay (setupNetwork)
 	lns   []net.Listener // its listeners
 	dns   net.PacketConn // the DNS sink, or nil
 

@@ -1,4 +1,4 @@
-package egress
+package relay
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -45,7 +46,7 @@ func (r *Relay) checkControl() error {
 	if r.Control == nil {
 		return errors.New("relay: no control socket")
 	}
-	if err := checkSockType(r.Control, unix.SOCK_SEQPACKET); err != nil {
+	if err := CheckSockType(r.Control, unix.SOCK_SEQPACKET); err != nil {
 		return fmt.Errorf("relay: control socket: %w", err)
 	}
 	return nil
@@ -135,7 +136,7 @@ func (r *Relay) acceptLoop(ctx context.Context, ln net.Listener, port uint16) er
 			// Out of fds or memory, or an aborted handshake: wait a
 			// little and go on, as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			r.log().Warn("egress relay: accept", "port", port, "err", err, "retry_in", backoff)
+			r.log().Warn("relay: accept", "port", port, "err", err, "retry_in", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():
@@ -161,19 +162,19 @@ func (r *Relay) handle(c net.Conn, port uint16) {
 	// reads and writes the agent's connection directly.
 	raw, err := tc.SyscallConn()
 	if err != nil {
-		r.log().Warn("egress relay: connection fd", "port", port, "err", err)
+		r.log().Warn("relay: connection fd", "port", port, "err", err)
 		return
 	}
 	fd := -1
 	cerr := raw.Control(func(s uintptr) { fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) })
 	if cerr != nil || err != nil {
-		r.log().Warn("egress relay: duplicate connection", "port", port, "err", errors.Join(cerr, err))
+		r.log().Warn("relay: duplicate connection", "port", port, "err", errors.Join(cerr, err))
 		return
 	}
-	err = r.send([]byte{msgConn, byte(port >> 8), byte(port)}, fd)
+	err = r.send([]byte{MsgConn, byte(port >> 8), byte(port)}, fd)
 	_ = unix.Close(fd)
 	if err != nil {
-		r.log().Warn("egress relay: hand connection to host", "port", port, "err", err)
+		r.log().Warn("relay: hand connection to host", "port", port, "err", err)
 	}
 }
 
@@ -198,11 +199,11 @@ func (r *Relay) send(msg []byte, fd int) error {
 
 // ListenDNS listens on UDP 127.0.0.1:53 for ServeDNS.
 func ListenDNS() (net.PacketConn, error) {
-	return listenDNS("127.0.0.1:53")
+	return ListenDNSOn("127.0.0.1:53")
 }
 
-// listenDNS listens on UDP (IPv4) addr.
-func listenDNS(addr string) (net.PacketConn, error) {
+// ListenDNSOn listens on UDP (IPv4) addr for ServeDNS.
+func ListenDNSOn(addr string) (net.PacketConn, error) {
 	pc, err := net.ListenPacket("udp4", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for dns on %s: %w", addr, err)
@@ -232,7 +233,7 @@ func (r *Relay) ServeDNS(ctx context.Context, pc net.PacketConn) error {
 			if errors.Is(err, net.ErrClosed) {
 				return fmt.Errorf("read dns query: %w", err)
 			}
-			r.log().Warn("egress relay: read dns query", "err", err)
+			r.log().Warn("relay: read dns query", "err", err)
 			select {
 			case <-time.After(10 * time.Millisecond):
 			case <-ctx.Done():
@@ -242,15 +243,15 @@ func (r *Relay) ServeDNS(ctx context.Context, pc net.PacketConn) error {
 		}
 		resp, q, err := answerDNS(buf[:n])
 		if err != nil {
-			r.log().Debug("egress relay: dropping dns packet", "from", from, "err", err)
+			r.log().Debug("relay: dropping dns packet", "from", from, "err", err)
 			continue
 		}
 		if _, err := pc.WriteTo(resp, from); err != nil {
-			r.log().Debug("egress relay: write dns reply", "to", from, "err", err)
+			r.log().Debug("relay: write dns reply", "to", from, "err", err)
 		}
-		msg := append([]byte{msgDNS, byte(q.Type >> 8), byte(q.Type)}, queryName(q.Name)...)
+		msg := append([]byte{MsgDNS, byte(q.Type >> 8), byte(q.Type)}, queryName(q.Name)...)
 		if err := r.send(msg, -1); err != nil {
-			r.log().Warn("egress relay: report dns query", "err", err)
+			r.log().Warn("relay: report dns query", "err", err)
 		}
 	}
 }
@@ -295,7 +296,7 @@ func answerDNS(q []byte) ([]byte, dnsmessage.Question, error) {
 	return resp, question, nil
 }
 
-// queryName renders a query name as printable ASCII, at most maxQueryName
+// queryName renders a query name as printable ASCII, at most MaxQueryName
 // bytes, escaping other bytes and backslashes as \DDD.
 func queryName(n dnsmessage.Name) []byte {
 	out := make([]byte, 0, int(n.Length))
@@ -306,12 +307,34 @@ func queryName(n dnsmessage.Name) []byte {
 			out = append(out, '\\')
 			out = append(out, fmt.Sprintf("%03d", c)...)
 		}
-		if len(out) >= maxQueryName {
-			return out[:maxQueryName]
+		if len(out) >= MaxQueryName {
+			return out[:MaxQueryName]
 		}
 	}
 	if len(out) == 0 {
 		out = append(out, '.')
 	}
 	return out
+}
+
+// CheckSockType checks that c is a socket of type typ (unix.SOCK_*).
+func CheckSockType(c syscall.Conn, typ int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("raw conn: %w", err)
+	}
+	var got int
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		got, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
+	}); err != nil {
+		return fmt.Errorf("raw conn control: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("get socket type: %w", serr)
+	}
+	if got != typ {
+		return fmt.Errorf("socket type is %d, want %d", got, typ)
+	}
+	return nil
 }
