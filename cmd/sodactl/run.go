@@ -131,7 +131,7 @@ Options:
   --cpu PCT                CPU limit in percent of one CPU (default: one
                            CPU less than the host has, at least 100)
   --cpu-weight N           CPU weight, 1..10000, against the host's
-                           services' 100 (default 20: the host runs first)
+                           services' 100 (default 100, a service's)
   --tmp-size SIZE          size of the private /tmp, /var/tmp and /dev/shm
                            together, in RAM (default 512M)
   --home-size SIZE         size of the private home, in RAM (default 512M)
