@@ -63,7 +63,8 @@ func TestLinksOnlyWhatInitUses(t *testing.T) {
 }
 
 // TestSodactlDoesNotLinkInit: sodactl starts sandboxes through
-// soda-sandbox-init and no longer carries the init side itself.
+// soda-sandbox-init and no longer carries the init side itself, nor the
+// daemons' metrics library.
 func TestSodactlDoesNotLinkInit(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -79,5 +80,14 @@ func TestSodactlDoesNotLinkInit(t *testing.T) {
 	}
 	if slices.Contains(deps, "github.com/soda-project/soda/internal/sandboxinit") {
 		t.Error("sodactl links internal/sandboxinit")
+	}
+	// Nor the Prometheus client, which only the daemons serve metrics
+	// with: its package initialisation (registries, the Go and process
+	// collectors, procfs) is a part of every sodactl start-up, 2-3 ms on
+	// a machine where page faults are dear (docs/benchmarks.md).
+	for _, d := range deps {
+		if d == "github.com/prometheus/client_golang" || strings.HasPrefix(d, "github.com/prometheus/client_golang/") {
+			t.Errorf("sodactl links %s", d)
+		}
 	}
 }

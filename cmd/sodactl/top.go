@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/runstate"
 	"github.com/soda-project/soda/internal/sandbox"
 	"github.com/soda-project/soda/internal/token"
@@ -55,7 +54,7 @@ func (to *topOptions) flagSet(opts *options) *flag.FlagSet {
 	fs := sharedFlags(opts, "sodactl top")
 	fs.BoolVar(&to.once, "once", false, "")
 	fs.DurationVar(&to.interval, "interval", 2*time.Second, "")
-	fs.StringVar(&to.textDir, "textfile-dir", metrics.TextfileDir, "")
+	fs.StringVar(&to.textDir, "textfile-dir", top.TextfileDir, "")
 	return fs
 }
 

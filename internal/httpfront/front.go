@@ -15,8 +15,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"github.com/soda-project/soda/internal/logevent"
-	"github.com/soda-project/soda/internal/metrics"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/soda-project/soda/internal/logevent"
 )
 
 // Options configures a Front.
@@ -61,7 +61,7 @@ type Options struct {
 	// address.
 	ExactHost bool
 	// Metrics counts refusals and limit hits (nil: off).
-	Metrics *metrics.HTTP
+	Metrics Metrics
 	// MetricsHandler, when set, serves GET /metrics to the clients that
 	// pass the checks above (the same token as the server's).
 	MetricsHandler http.Handler
@@ -89,8 +89,23 @@ type Front struct {
 	srv     *http.Server
 }
 
+// Metrics is what a Front counts; internal/metrics's HTTP implements it.
+type Metrics interface {
+	Refused(reason string)
+	LimitHit(limit string)
+}
+
+// noMetrics is Metrics off.
+type noMetrics struct{}
+
+func (noMetrics) Refused(string)  {}
+func (noMetrics) LimitHit(string) {}
+
 // New returns a Front serving next.
 func New(log *slog.Logger, opts Options, next http.Handler) *Front {
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
+	}
 	f := &Front{opts: opts, log: log, next: next}
 	f.gate = newGate(log, opts.MaxConnections, opts.MaxHeaderBytes)
 	f.gate.m = opts.Metrics

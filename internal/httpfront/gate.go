@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-
-	"github.com/soda-project/soda/internal/metrics"
 )
 
 // pendingPerSlot is how many connections that have not authenticated yet
@@ -43,7 +41,7 @@ type gate struct {
 	max         int // authenticated connections; 0: no limit
 	pendingMax  int // pending connections, including those waiting for a slot
 	headerLimit int // MaxHeaderBytes, for each connection's headerScan
-	m           *metrics.HTTP
+	m           Metrics
 
 	mu      sync.Mutex
 	authed  int           // authenticated connections
@@ -53,7 +51,7 @@ type gate struct {
 }
 
 func newGate(log *slog.Logger, max, headerLimit int) *gate {
-	return &gate{log: log, max: max, pendingMax: pendingPerSlot * max, headerLimit: headerLimit, freed: make(chan struct{})}
+	return &gate{log: log, max: max, pendingMax: pendingPerSlot * max, headerLimit: headerLimit, m: noMetrics{}, freed: make(chan struct{})}
 }
 
 // connection states

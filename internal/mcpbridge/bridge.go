@@ -27,7 +27,6 @@ import (
 	"github.com/soda-project/soda/internal/cgroup"
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/logevent"
-	"github.com/soda-project/soda/internal/metrics"
 )
 
 // Options configures a Bridge.
@@ -42,7 +41,7 @@ type Options struct {
 	Grace child.Grace
 
 	// Metrics records the bridge (nil: off).
-	Metrics *metrics.Bridge
+	Metrics Metrics
 
 	MaxSessions          int
 	IdleTimeout          time.Duration
@@ -86,6 +85,34 @@ type Bridge struct {
 	live     atomic.Int64 // children not yet stopped
 }
 
+// Metrics is what the bridge counts; internal/metrics's Bridge implements
+// it. Methods are JSON-RPC method names as the client sent them: the
+// recorder bounds its labels itself.
+type Metrics interface {
+	SessionOpened()
+	SessionRefused(reason string)
+	SessionEnded(reason string)
+	ChildStarted()
+	ChildExited(status string)
+	Calls(method string, n int)
+	CallDone(method string, d time.Duration)
+	Relayed(in, out int)
+	LimitHit(limit string)
+}
+
+// noMetrics is Metrics off.
+type noMetrics struct{}
+
+func (noMetrics) SessionOpened()                 {}
+func (noMetrics) SessionRefused(string)          {}
+func (noMetrics) SessionEnded(string)            {}
+func (noMetrics) ChildStarted()                  {}
+func (noMetrics) ChildExited(string)             {}
+func (noMetrics) Calls(string, int)              {}
+func (noMetrics) CallDone(string, time.Duration) {}
+func (noMetrics) Relayed(int, int)               {}
+func (noMetrics) LimitHit(string)                {}
+
 // New returns a bridge. Call Run to expire idle sessions and Shutdown to end
 // all sessions.
 func New(log *slog.Logger, opts Options) *Bridge {
@@ -94,6 +121,9 @@ func New(log *slog.Logger, opts Options) *Bridge {
 	}
 	if opts.Grace == (child.Grace{}) {
 		opts.Grace = child.DefaultGrace
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
 	}
 	b := &Bridge{opts: opts, log: log, sessions: map[string]*Session{}, slotFreed: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/soda-project/soda/internal/logevent"
-	"github.com/soda-project/soda/internal/metrics"
 	"io"
 	"mime"
 	"net/http"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/soda-project/soda/internal/logevent"
 )
 
 // Paths served by the bridge.
@@ -119,7 +119,7 @@ func (b *Bridge) tooBusy(w http.ResponseWriter, idKey string, err error) {
 		b.opts.Metrics.SessionRefused("draining")
 	} else {
 		b.opts.Metrics.SessionRefused("busy")
-		b.opts.Metrics.HTTP().LimitHit("sessions")
+		b.opts.Metrics.LimitHit("sessions")
 	}
 	b.log.Warn("limit hit", logevent.LimitHit, "limit", "sessions", "max_sessions", b.opts.MaxSessions, "err", err)
 	httpError(w, http.StatusServiceUnavailable, idKey, codeBusy, msg)
@@ -143,7 +143,7 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			b.opts.Metrics.HTTP().LimitHit("body")
+			b.opts.Metrics.LimitHit("body")
 			b.log.Warn("limit hit", logevent.LimitHit, "limit", "body", "max_bytes", limit, "remote", r.RemoteAddr)
 			httpError(w, http.StatusRequestEntityTooLarge, "", codeInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", limit))
 			return nil, false
@@ -306,13 +306,12 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 	}
 	s.calls.Add(int64(len(reqs)))
 	b.calls.Add(int64(len(reqs)))
-	if m := b.opts.Metrics; m != nil {
-		for _, q := range reqs {
-			m.Calls(metrics.MethodClass(q.method), 1)
-		}
-		class, t0 := metrics.MethodClass(reqs[0].method), time.Now()
-		defer func() { m.CallDone(class, time.Since(t0)) }()
+	m := b.opts.Metrics
+	for _, q := range reqs {
+		m.Calls(q.method, 1)
 	}
+	first, t0 := reqs[0].method, time.Now()
+	defer func() { m.CallDone(first, time.Since(t0)) }()
 	for _, id := range dup {
 		out.add(errorResponseID(st.idFor(id), codeInvalidRequest, errDuplicateID.Error(), nil), true, len(remaining) == 0)
 	}
@@ -375,7 +374,7 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 			}
 			slices.Sort(ids)
 			s.forget(st, ids, fmt.Sprintf("soda-mcpd: no answer within %s", timeout))
-			b.opts.Metrics.HTTP().LimitHit("call_timeout")
+			b.opts.Metrics.LimitHit("call_timeout")
 			b.log.Warn("limit hit", logevent.LimitHit, "limit", "call_timeout", "timeout", timeout.String(), "session", s.ID[:8], "requests", len(ids))
 			for _, id := range ids {
 				delete(remaining, id)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/soda-project/soda/internal/child"
 	"github.com/soda-project/soda/internal/logevent"
-	"github.com/soda-project/soda/internal/metrics"
 )
 
 // item is one child→client message handed to a stream.
@@ -76,7 +75,7 @@ type pendingCall struct {
 type Session struct {
 	// ID is the Mcp-Session-Id (or legacy sessionId).
 	ID string
-	m  *metrics.Bridge // nil: metrics off
+	m  Metrics
 	// client: a client's session (counted as one), not the stateless
 	// revision's shared child.
 	client bool
@@ -129,7 +128,7 @@ const maxBacklog = 256
 // maxLineBytes bounds one message from the child.
 const maxLineBytes = 32 << 20
 
-func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Grace, stderrRate int, m *metrics.Bridge, client bool, onEnd, onStopped func(*Session)) *Session {
+func newSession(id string, log *slog.Logger, proc *child.Process, grace child.Grace, stderrRate int, m Metrics, client bool, onEnd, onStopped func(*Session)) *Session {
 	s := &Session{
 		m:         m,
 		client:    client,

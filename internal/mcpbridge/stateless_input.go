@@ -7,12 +7,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"github.com/soda-project/soda/internal/logevent"
-	"github.com/soda-project/soda/internal/metrics"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/soda-project/soda/internal/logevent"
 )
 
 // Input requests for stateless clients (2026-07-28, SEP-2322).
@@ -261,7 +261,7 @@ func (im *inputManager) serve(w http.ResponseWriter, r *http.Request, s *Session
 	go c.run(rd)
 	s.calls.Add(1)
 	im.b.calls.Add(1)
-	im.b.opts.Metrics.Calls(metrics.MethodClass(m.method), 1)
+	im.b.opts.Metrics.Calls(m.method, 1)
 	if err := s.write(fwd.raw); err != nil {
 		s.log.Warn("MCP server does not read its stdin, ending session", "err", err)
 		s.end("MCP server stopped reading its input: " + err.Error())

@@ -3,12 +3,13 @@ package mcpbridge
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/soda-project/soda/internal/logevent"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/soda-project/soda/internal/logevent"
 )
 
 // subscriptions/listen (SEP-2575) for stateless clients. The revision

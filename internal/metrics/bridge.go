@@ -94,19 +94,24 @@ func (b *Bridge) ChildExited(status string) {
 	}
 }
 
-// Calls counts n requests of class.
-func (b *Bridge) Calls(class string, n int) {
+// Calls counts n requests of JSON-RPC method, by its MethodClass.
+func (b *Bridge) Calls(method string, n int) {
 	if b != nil && n > 0 {
-		b.calls.WithLabelValues(class).Add(float64(n))
+		b.calls.WithLabelValues(MethodClass(method)).Add(float64(n))
 	}
 }
 
-// CallDone observes a POST's duration, by the class of its first request.
-func (b *Bridge) CallDone(class string, d time.Duration) {
+// CallDone observes a POST's duration, by the MethodClass of its first
+// request's method.
+func (b *Bridge) CallDone(method string, d time.Duration) {
 	if b != nil {
-		b.callSeconds.WithLabelValues(class).Observe(d.Seconds())
+		b.callSeconds.WithLabelValues(MethodClass(method)).Observe(d.Seconds())
 	}
 }
+
+// LimitHit counts a limit of the bridge's listener that was hit (see
+// HTTP.LimitHit).
+func (b *Bridge) LimitHit(limit string) { b.HTTP().LimitHit(limit) }
 
 // Relayed counts bytes in (to the server) and out (to the client).
 func (b *Bridge) Relayed(in, out int) {

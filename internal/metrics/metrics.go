@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/soda-project/soda/internal/top"
 )
 
 // Namespace prefixes every metric name.
@@ -86,7 +87,7 @@ const TextfileInterval = 5 * time.Second
 // TextfileDir is where the daemons write their textfiles when asked to
 // (soda-mcpd --metrics-textfile, sodad --metrics-textfile): point
 // node_exporter's --collector.textfile.directory at it.
-const TextfileDir = "/run/soda/metrics"
+const TextfileDir = top.TextfileDir
 
 // TextfilePath is daemon NAME's file in dir (.prom, as the collector wants).
 func TextfilePath(dir, name string) string {

@@ -24,6 +24,10 @@ import (
 	"github.com/prometheus/common/model"
 )
 
+// TextfileDir is where soda's daemons write their textfiles when asked to
+// (internal/metrics), and where sodactl top reads them (TextfileSources).
+const TextfileDir = "/run/soda/metrics"
+
 // Source is one daemon to sample.
 type Source struct {
 	// Name is what the screen calls it (jira, sodad).

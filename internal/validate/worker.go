@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/soda-project/soda/internal/metrics"
 	"github.com/soda-project/soda/internal/sandboxsession"
 )
 
@@ -32,7 +31,7 @@ var (
 
 // Worker runs one kind's validator, one call at a time.
 type Worker struct {
-	metrics *metrics.Validator // nil: off
+	metrics Metrics
 	kind    *Kind
 	backend sandboxsession.Backend
 	log     *slog.Logger
@@ -82,7 +81,7 @@ func NewWorker(k *Kind, b sandboxsession.Backend, owner *Owner, log *slog.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{kind: k, backend: b, log: log, tool: tl, owner: owner, settle: DefaultSettle,
+	w := &Worker{metrics: noMetrics{}, kind: k, backend: b, log: log, tool: tl, owner: owner, settle: DefaultSettle,
 		spare: make(chan spareBox, 1), sem: make(chan struct{}, 1)}
 	if owner != nil {
 		w.poisoned = owner.Poisoned()
@@ -272,7 +271,27 @@ func (w *Worker) refusal() error {
 }
 
 // SetMetrics makes the worker record its calls (before the first one).
-func (w *Worker) SetMetrics(m *metrics.Validator) { w.metrics = m }
+func (w *Worker) SetMetrics(m Metrics) {
+	if m == nil {
+		m = noMetrics{}
+	}
+	w.metrics = m
+}
+
+// Metrics is what a Worker counts; internal/metrics's Validator
+// implements it.
+type Metrics interface {
+	Done(status string, d time.Duration)
+	Busy()
+	CleanupFailed()
+}
+
+// noMetrics is Metrics off.
+type noMetrics struct{}
+
+func (noMetrics) Done(string, time.Duration) {}
+func (noMetrics) Busy()                      {}
+func (noMetrics) CleanupFailed()             {}
 
 // Kind returns the worker's kind.
 func (w *Worker) Kind() *Kind { return w.kind }
