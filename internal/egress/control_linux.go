@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,10 +20,6 @@ import (
 // Control protocol: see the package documentation and package relay,
 // which holds the sender's side.
 const (
-	msgConn       = relay.MsgConn
-	msgDNS        = relay.MsgDNS
-	maxQueryName  = relay.MaxQueryName
-	maxControlMsg = relay.MaxControlMsg
 	// maxControlFDs is how many fds the host makes room for in one
 	// message. A message with more is refused; the kernel closes the
 	// ones that did not fit.
@@ -39,7 +34,7 @@ const (
 // when ctx is done they are closed. It returns nil in both cases, and an
 // error if ctl fails otherwise. It does not close ctl.
 func (p *Proxy) ServeControl(ctx context.Context, ctl *net.UnixConn) error {
-	if err := checkSockType(ctl, unix.SOCK_SEQPACKET); err != nil {
+	if err := relay.CheckSockType(ctl, unix.SOCK_SEQPACKET); err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	var wg sync.WaitGroup
@@ -47,7 +42,7 @@ func (p *Proxy) ServeControl(ctx context.Context, ctl *net.UnixConn) error {
 	stop := context.AfterFunc(ctx, func() { _ = ctl.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	buf := make([]byte, maxControlMsg+1)
+	buf := make([]byte, relay.MaxControlMsg+1)
 	oob := make([]byte, unix.CmsgSpace(maxControlFDs*4))
 	for {
 		n, oobn, flags, _, err := ctl.ReadMsgUnix(buf, oob)
@@ -78,12 +73,12 @@ func (p *Proxy) handleControl(ctx context.Context, msg []byte, flags int, fds []
 	var reason string
 	switch {
 	case flags&unix.MSG_TRUNC != 0:
-		reason = fmt.Sprintf("message longer than %d bytes", maxControlMsg)
+		reason = fmt.Sprintf("message longer than %d bytes", relay.MaxControlMsg)
 	case flags&unix.MSG_CTRUNC != 0:
 		reason = fmt.Sprintf("more than %d fds", maxControlFDs)
 	case len(msg) == 0:
 		reason = "empty message"
-	case msg[0] == msgConn:
+	case msg[0] == relay.MsgConn:
 		switch {
 		case len(msg) != 3:
 			reason = fmt.Sprintf("'C' message of %d bytes, want 3", len(msg))
@@ -99,12 +94,12 @@ func (p *Proxy) handleControl(ctx context.Context, msg []byte, flags int, fds []
 			wg.Go(func() { p.ServeConn(ctx, c, port) })
 			return
 		}
-	case msg[0] == msgDNS:
+	case msg[0] == relay.MsgDNS:
 		switch {
 		case len(fds) != 0:
 			reason = fmt.Sprintf("'D' message with %d fds, want none", len(fds))
-		case len(msg) < 4 || len(msg) > maxControlMsg:
-			reason = fmt.Sprintf("'D' message of %d bytes, want 4 to %d", len(msg), maxControlMsg)
+		case len(msg) < 4 || len(msg) > relay.MaxControlMsg:
+			reason = fmt.Sprintf("'D' message of %d bytes, want 4 to %d", len(msg), relay.MaxControlMsg)
 		case !printable(msg[3:]):
 			reason = "'D' message query name is not printable ASCII"
 		default:
@@ -133,7 +128,7 @@ func (p *Proxy) controlError(msg []byte, reason string) {
 		Decision: DecisionDeny,
 		Reason:   "malformed control message: " + reason,
 	}
-	if len(msg) >= 3 && msg[0] == msgConn {
+	if len(msg) >= 3 && msg[0] == relay.MsgConn {
 		ev.Port = binary.BigEndian.Uint16(msg[1:3])
 	}
 	p.log().Warn("egress: malformed control message", "reason", reason)
@@ -200,9 +195,6 @@ func fdConn(fd int) (net.Conn, error) {
 	}
 	return c, nil
 }
-
-// checkSockType checks that c is a socket of type typ (unix.SOCK_*).
-func checkSockType(c syscall.Conn, typ int) error { return relay.CheckSockType(c, typ) }
 
 // printable reports whether b is printable ASCII without spaces.
 func printable(b []byte) bool {

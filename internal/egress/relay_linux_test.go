@@ -348,7 +348,7 @@ func (p probe) closedByHost(t *testing.T) {
 func TestStackMalformedControl(t *testing.T) {
 	s := newStack(t)
 	port := portOf(t, &net.TCPAddr{Port: 9})
-	conn := []byte{msgConn, 0, byte(port)}
+	conn := []byte{relay.MsgConn, 0, byte(port)}
 	name := []byte("D\x00\x01example.com.")
 
 	pipeR, pipeW, err := pipe()
@@ -490,7 +490,7 @@ func TestServeControlEOF(t *testing.T) {
 	// Hand over one connection, then close the control socket: ServeControl
 	// must wait for the connection to end.
 	pr := newProbe(t)
-	sendRaw(t, relayCtl, []byte{msgConn, 0, 1}, pr.fd)
+	sendRaw(t, relayCtl, []byte{relay.MsgConn, 0, 1}, pr.fd)
 	unix.Close(pr.fd)
 	relayCtl.Close()
 	pr.peer.SetDeadline(time.Now().Add(waitTimeout))

@@ -83,6 +83,7 @@ type Bridge struct {
 	started  atomic.Int64
 	calls    atomic.Int64 // requests relayed, all sessions
 	live     atomic.Int64 // children not yet stopped
+	counted  bool         // opts.Metrics was set: the relay times its calls
 }
 
 // Metrics is what the bridge counts; internal/metrics's Bridge implements
@@ -122,10 +123,11 @@ func New(log *slog.Logger, opts Options) *Bridge {
 	if opts.Grace == (child.Grace{}) {
 		opts.Grace = child.DefaultGrace
 	}
-	if opts.Metrics == nil {
+	counted := opts.Metrics != nil
+	if !counted {
 		opts.Metrics = noMetrics{}
 	}
-	b := &Bridge{opts: opts, log: log, sessions: map[string]*Session{}, slotFreed: make(chan struct{})}
+	b := &Bridge{opts: opts, counted: counted, log: log, sessions: map[string]*Session{}, slotFreed: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.shared = &sharedChild{b: b}
 	b.inputs = newInputManager(b)

@@ -306,12 +306,13 @@ func (b *Bridge) relay(w http.ResponseWriter, r *http.Request, s *Session, msgs 
 	}
 	s.calls.Add(int64(len(reqs)))
 	b.calls.Add(int64(len(reqs)))
-	m := b.opts.Metrics
-	for _, q := range reqs {
-		m.Calls(q.method, 1)
+	if m := b.opts.Metrics; b.counted {
+		for _, q := range reqs {
+			m.Calls(q.method, 1)
+		}
+		first, t0 := reqs[0].method, time.Now()
+		defer func() { m.CallDone(first, time.Since(t0)) }()
 	}
-	first, t0 := reqs[0].method, time.Now()
-	defer func() { m.CallDone(first, time.Since(t0)) }()
 	for _, id := range dup {
 		out.add(errorResponseID(st.idFor(id), codeInvalidRequest, errDuplicateID.Error(), nil), true, len(remaining) == 0)
 	}

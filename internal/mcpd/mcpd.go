@@ -354,9 +354,7 @@ func (d *daemon) build(ctx context.Context, spec child.Spec, placer cgroup.Place
 	if cfg.Bridge.Metrics || cfg.Bridge.MetricsTextfile {
 		d.reg = metrics.NewRegistry("soda-mcpd", version.Version)
 	}
-	bm := metrics.NewBridge(d.reg, cfg.Name, func() (int, int) { st := d.bridge.Stats(); return st.Sessions, int(st.Children) })
-	d.bridge = mcpbridge.New(d.log, mcpbridge.Options{
-		Metrics:              bm,
+	bopts := mcpbridge.Options{
 		Name:                 cfg.Name,
 		Spec:                 spec,
 		Placer:               placer,
@@ -366,7 +364,13 @@ func (d *daemon) build(ctx context.Context, spec child.Spec, placer cgroup.Place
 		StartTimeout:         cfg.Bridge.StartTimeout,
 		MaxBodyBytes:         cfg.Bridge.MaxBodyBytes,
 		StderrLinesPerSecond: cfg.Bridge.StderrLinesPerSecond,
-	})
+	}
+	// Metrics off is a nil interface, not a nil *metrics.Bridge in one.
+	var fm httpfront.Metrics
+	if bm := metrics.NewBridge(d.reg, cfg.Name, func() (int, int) { st := d.bridge.Stats(); return st.Sessions, int(st.Children) }); bm != nil {
+		bopts.Metrics, fm = bm, bm.HTTP()
+	}
+	d.bridge = mcpbridge.New(d.log, bopts)
 	if cfg.Bridge.ProbeInitialize {
 		pctx, cancel := context.WithTimeout(ctx, cfg.Bridge.StartTimeout)
 		err := d.bridge.Probe(pctx)
@@ -382,7 +386,7 @@ func (d *daemon) build(ctx context.Context, spec child.Spec, placer cgroup.Place
 		MaxConnections: cfg.Bridge.MaxConnections,
 		MaxHeaderBytes: cfg.Bridge.MaxHeaderBytes,
 		ReadTimeout:    cfg.Bridge.ReadTimeout,
-		Metrics:        bm.HTTP(),
+		Metrics:        fm,
 	}
 	if cfg.Bridge.Metrics {
 		fopts.MetricsHandler = d.reg.Handler()

@@ -46,12 +46,12 @@ func (b *fakeBackend) Start(ctx context.Context, quota int64) (sandboxsession.Bo
 	}
 	box := &fakeBox{b: b}
 	if b.home != "" {
-		// A home as workhome makes one: the directory, and its lock
-		// file held while the box lives.
-		// (The lock first: the check of what is left must never see
-		// a live home without it.)
+		// A home as workhome makes one (Dir.try): the lock made and
+		// held under a pending name, the directory, then the lock
+		// renamed to its name, so that the check of what is left never
+		// sees a live home without its lock, nor a lock not yet held.
 		d := filepath.Join(b.home, fmt.Sprintf("home-%d", b.starts.Load()))
-		lock, err := os.Create(d + ".lock")
+		lock, err := os.Create(d + ".pending")
 		if err != nil {
 			return nil, err
 		}
@@ -59,6 +59,9 @@ func (b *fakeBackend) Start(ctx context.Context, quota int64) (sandboxsession.Bo
 			return nil, err
 		}
 		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(d+".pending", d+".lock"); err != nil {
 			return nil, err
 		}
 		box.home, box.lock = d, lock

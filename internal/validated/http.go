@@ -114,9 +114,13 @@ func serveHTTP(ctx context.Context, log *slog.Logger, notify *systemd.Notifier, 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", newMCPFront(log, server, calls, o.sessionIdle))
 	kind := w.Kind().Name
+	var fm httpfront.Metrics // off: nil, not a nil *metrics.HTTP
+	if reg != nil {
+		fm = metrics.NewHTTP(reg, "validate-"+kind)
+	}
 	front := httpfront.New(log, httpfront.Options{Name: "validate-" + kind, Token: tok, TokenCommand: tokenCommand(kind, o.stateDir), MaxConnections: maxConnections,
 		MaxHeaderBytes: maxHeaderBytes, ReadTimeout: readTimeout, RefuseOrigin: true, ExactHost: true,
-		Metrics: metrics.NewHTTP(reg, "validate-"+kind), MetricsHandler: reg.Handler()}, mux)
+		Metrics: fm, MetricsHandler: reg.Handler()}, mux)
 	go drainWhilePoisoned(ctx, front, w)
 	tokenFile, err := publishServing(owner, ls, o.tokenFile)
 	if err != nil {
