@@ -110,7 +110,7 @@ func int80Control(state *os.ProcessState, stdout string) (skip string, err error
 func int80Verdict(ws syscall.WaitStatus, stdout string) (skip string, err error) {
 	switch {
 	case ws.Signaled() && ws.Signal() == syscall.SIGSEGV:
-		return fmt.Sprintf("this host cannot run 32-bit system calls: int $0x80 without any filter died by %v "+
+		return fmt.Sprintf("host lacks: this host cannot run 32-bit system calls: int $0x80 without any filter died by %v "+
 			"(kernel without IA32 emulation, or ia32_emulation=0), so the filter's kill cannot be observed", ws.Signal()), nil
 	case ws.Exited() && ws.ExitStatus() == 0 && strings.HasPrefix(stdout, "int80 getpid="):
 		return "", nil

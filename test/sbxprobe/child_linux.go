@@ -23,6 +23,9 @@ type childOut struct {
 	Errno string `json:"errno,omitempty"`
 	// Detail says what was tried and what came of it.
 	Detail string `json:"detail"`
+	// HostLacks is true when the host itself cannot do what the probe
+	// tries, filter or no filter: the row is informational there.
+	HostLacks bool `json:"host_lacks,omitempty"`
 }
 
 // childFunc is a probe run in its own process by "sbxprobe probe-child".
@@ -134,6 +137,8 @@ func (c childRun) result(what string) Result {
 			Detail: fmt.Sprintf("%s: probe-child killed by %s%s", what, unix.SignalName(c.signal), signalHint(c.signal))}
 	case c.out == nil:
 		return Result{Detail: fmt.Sprintf("%s: probe-child exited %d without a report: %s", what, c.code, c.stderr)}
+	case c.out.HostLacks:
+		return Result{Info: true, Detail: "host lacks: " + c.out.Detail}
 	}
 	return Result{Blocked: !c.out.OK, Errno: c.out.Errno, Detail: c.out.Detail}
 }

@@ -141,6 +141,29 @@ func TestGated(t *testing.T) {
 	}
 }
 
+func TestChildResult(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		run                   childRun
+		wantBlocked, wantInfo bool
+		wantTimeout           bool
+	}{
+		{"escape", childRun{out: &childOut{OK: true, Detail: "ran"}}, false, false, false},
+		{"denied", childRun{out: &childOut{Errno: "EPERM", Detail: "denied"}}, true, false, false},
+		{"killed by seccomp", childRun{signal: unix.SIGSYS}, true, false, false},
+		{"host lacks the ABI", childRun{out: &childOut{HostLacks: true, Detail: "faulted"}}, false, true, false},
+		{"no report", childRun{code: 2, stderr: "fatal error: fault"}, false, false, false},
+		{"timed out", childRun{timedOut: true}, false, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.run.result("probe")
+			if r.Blocked != tc.wantBlocked || r.Info != tc.wantInfo || r.Timeout != tc.wantTimeout {
+				t.Fatalf("result() = %+v; want blocked %v, info %v, timeout %v", r, tc.wantBlocked, tc.wantInfo, tc.wantTimeout)
+			}
+		})
+	}
+}
+
 func TestSummarize(t *testing.T) {
 	rs := []Result{
 		{Blocked: true}, {Blocked: false}, {Skipped: true}, {Info: true, Blocked: true}, {Blocked: true},

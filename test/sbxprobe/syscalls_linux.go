@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -236,11 +237,23 @@ func (b *battery) privSyscallProbes() []probe {
 	return ps
 }
 
-// childInt80 makes the i386 getpid system call through int 0x80.
-func childInt80([]string) childOut {
+// childInt80 makes the i386 getpid system call through int 0x80. Where the
+// kernel has no i386 gate (built without IA32 emulation, or booted with
+// ia32_emulation=0) the instruction faults with SIGSEGV before any system
+// call is made, so no filter is consulted: the child reports that the host
+// lacks the ABI. soda's filter kills i386 calls with SIGSYS, never SIGSEGV.
+func childInt80([]string) (out childOut) {
 	if !haveInt80 {
 		return childOut{Detail: "int 0x80 is not available on " + runtime.GOARCH}
 	}
+	debug.SetPanicOnFault(true)
+	defer func() {
+		if recover() != nil {
+			out = childOut{HostLacks: true, Detail: "int 0x80 faulted (SIGSEGV) before any system call: " +
+				"the kernel has no i386 ABI (no IA32 emulation, or ia32_emulation=0), so the filter's kill of " +
+				"i386 calls cannot be exercised on this host"}
+		}
+	}()
 	r := int32(int80(i386Getpid))
 	if r < 0 {
 		e := syscall.Errno(-r)
