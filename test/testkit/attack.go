@@ -2,10 +2,12 @@ package testkit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -13,21 +15,25 @@ import (
 // AttackScript DIR KIND (DIR writable in the sandbox and readable by the
 // test): KIND forkbomb is issue 23's fork loop (every process forks for
 // ever, ignoring the refusals); cpuburn is 8 busy loops. The first
-// process, the controller, writes DIR/started once the attack runs, and
-// ends (so the sandbox's command ends) when DIR/stop appears or after
-// 90 s.
+// process, the controller, makes the FIFO DIR/stop, writes DIR/started
+// once the attack runs, and ends (so the sandbox's command ends) when
+// something is written to DIR/stop (Attack.Stop) or after 90 s.
 //
 // The controller shares its sandbox's CPU quota with the attack, and with
 // a fork bomb's thousand copies throttled together it gets a thousandth
 // of it or less, whatever its niceness (measured on kernel 6.18: 37 us of
-// CPU a second, nice 0 among nice-19 copies). So it forks nothing once
-// the attack runs, polls four times a second, and after DIR/stop reads
-// two small files, then ends the whole attack with one killpg (the attack
-// leads a process group of its own; the kernel delivers a group's signal
-// to a child being forked too) before it writes DIR/usage, an
+// CPU a second, nice 0 among nice-19 copies; three bombs under one
+// common quota left it none for two and a half minutes on a machine
+// where page faults are dear). So it forks nothing once the attack runs
+// and waits in the kernel, using no CPU, for the FIFO to be written (it
+// polled four times a second before, which spent what little CPU it got
+// on the polls); then it reads one small file (the task count) and ends
+// the whole attack with one killpg (the attack leads a process group of
+// its own; the kernel delivers a group's signal to a child being forked
+// too) before it reads the CPU time and writes DIR/usage, an
 // AttackUsage: the test's control that the attack ran.
 const AttackScript = `
-import json, os, signal, sys, time
+import json, os, select, signal, sys, time
 d, kind = sys.argv[1], sys.argv[2]
 def read_first(paths, key=None):
     for p in paths:
@@ -72,18 +78,19 @@ for _ in range(1 if kind == 'forkbomb' else 8):
     except OSError:
         pass
     groups.append(pid)
+stop = d + '/stop'
+os.mkfifo(stop)
+fd = os.open(stop, os.O_RDONLY | os.O_NONBLOCK)
 c0, t0 = cpu_ns(), time.time()
 open(d + '/started', 'w').close()
-end = t0 + 90
-while not os.path.exists(d + '/stop') and time.time() < end:
-    time.sleep(0.25)
-c1, t1 = cpu_ns(), time.time()
+select.select([fd], [], [], 90)
 procs = tasks()
 for g in groups:
     try:
         os.killpg(g, signal.SIGKILL)
     except OSError:
         pass
+c1, t1 = cpu_ns(), time.time()
 with open(d + '/usage', 'w') as f:
     json.dump({'cpu_seconds': (c1 - c0) / 1e9 if c0 >= 0 and c1 >= 0 else -1, 'wall_seconds': t1 - t0, 'processes': procs}, f)
 os._exit(0)
@@ -140,10 +147,11 @@ func StartAttack(cmd *exec.Cmd, dir string, timeout time.Duration) (*Attack, err
 	return nil, fmt.Errorf("the attack did not start in %s (%v):\n%s", timeout, err, a.out.String())
 }
 
-// Stop ends the attack (DIR/stop), waits up to a minute for its command to
+// Stop ends the attack (a write to the FIFO DIR/stop; a stand-in without
+// the FIFO gets a plain file), waits up to a minute for its command to
 // exit (then kills it), and returns what it wrote in DIR/usage.
 func (a *Attack) Stop() (AttackUsage, error) {
-	if err := os.WriteFile(filepath.Join(a.dir, "stop"), nil, 0o644); err != nil {
+	if err := writeStop(filepath.Join(a.dir, "stop"), a.done); err != nil {
 		return AttackUsage{}, fmt.Errorf("stop the attack: %w", err)
 	}
 	select {
@@ -151,7 +159,11 @@ func (a *Attack) Stop() (AttackUsage, error) {
 	case <-time.After(time.Minute):
 		_ = a.cmd.Process.Kill()
 		<-a.done
-		return AttackUsage{}, fmt.Errorf("the attack's command did not end within a minute of %s/stop:\n%s", a.dir, a.out.String())
+		said := "the controller did not write DIR/usage: it got no CPU to end the attack"
+		if _, err := os.Stat(filepath.Join(a.dir, "usage")); err == nil {
+			said = "the controller wrote DIR/usage and killed the attack: the sandbox did not end after"
+		}
+		return AttackUsage{}, fmt.Errorf("the attack's command did not end within a minute of %s/stop (%s):\n%s", a.dir, said, a.out.String())
 	}
 	if a.waitErr != nil {
 		return AttackUsage{}, fmt.Errorf("the attack's command: %w\n%s", a.waitErr, a.out.String())
@@ -165,6 +177,28 @@ func (a *Attack) Stop() (AttackUsage, error) {
 		return AttackUsage{}, fmt.Errorf("the attack's usage report: %w\n%s", err, a.out.String())
 	}
 	return use, nil
+}
+
+// writeStop writes a byte to the FIFO path without blocking: ENXIO (the
+// reader is not there yet, or any more) is retried for a minute, or until
+// done is closed (the command ended: nothing is left to stop).
+func writeStop(path string, done <-chan struct{}) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+		if err == nil {
+			_, err = f.Write([]byte{'\n'})
+			return errors.Join(err, f.Close())
+		}
+		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-done:
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Output is what the attack's command wrote (stdout and stderr).

@@ -30,7 +30,7 @@ func TestSummarize(t *testing.T) {
 		}(), Sample{N: 20, Median: ms(11), P95: ms(19), Max: ms(20)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := summarize(tc.runs, 0); got != tc.want {
+			if got := summarize(tc.runs, nil, 0); got != tc.want {
 				t.Errorf("summarize: %+v, want %+v", got, tc.want)
 			}
 		})
@@ -40,7 +40,7 @@ func TestSummarize(t *testing.T) {
 func TestCheck(t *testing.T) {
 	base := HostLoad{
 		True:   Sample{N: 50, Median: ms(1), P95: ms(2), Max: ms(3)},
-		Python: Sample{N: 50, Median: ms(50), P95: ms(60), Max: ms(70)},
+		Python: Sample{N: 50, Median: ms(50), P95: ms(60), Max: ms(70), CPU: ms(40)},
 		PS:     Sample{N: 50, Median: ms(30), P95: ms(40), Max: ms(50)},
 	}
 	for _, tc := range []struct {
@@ -59,6 +59,13 @@ func TestCheck(t *testing.T) {
 			[]string{"over 2.50 ×", "the kernel's 20.0 % more"}},
 		{"kernel's share at most a half", func(l *HostLoad) { l.Kernel, l.Python.Median = 0.9, ms(201) }, []string{"over 4.00 ×"}},
 		{"kernel's share unknown", func(l *HostLoad) { l.Kernel, l.Python.Median = -1, ms(101) }, []string{"over 2.00 ×"}},
+		// Each run cost 1.5 × its CPU time: 2 × 1.5 = 3 × the baseline's.
+		{"a run's CPU time allowed for", func(l *HostLoad) { l.Python.CPU, l.Python.Median = ms(60), ms(149) }, nil},
+		{"slow beyond a run's CPU time", func(l *HostLoad) { l.Python.CPU, l.Python.Median = ms(60), ms(151) },
+			[]string{"over 3.00 ×", "CPU time 1.50 × the baseline's"}},
+		{"a run's CPU time at most twice", func(l *HostLoad) { l.Python.CPU, l.Python.Median = ms(400), ms(201) }, []string{"over 4.00 ×"}},
+		{"a run's CPU time less", func(l *HostLoad) { l.Python.CPU, l.Python.Median = ms(20), ms(101) }, []string{"over 2.00 ×"}},
+		{"a run's CPU time unknown", func(l *HostLoad) { l.Python.CPU, l.Python.Median = 0, ms(101) }, []string{"over 2.00 ×"}},
 		{"true slow", func(l *HostLoad) { l.True.P95 = ms(60) }, []string{"true: p95 60ms"}},
 		{"timed out", func(l *HostLoad) { l.PS.TimedOut = 1 }, []string{"ps -e: 1 of 50 runs timed out"}},
 		{"nothing measured", func(l *HostLoad) { l.PS = Sample{} }, []string{"ps -e: no run measured"}},
@@ -155,11 +162,14 @@ func TestMeasureHost(t *testing.T) {
 			t.Errorf("%s: %s", name, s)
 		}
 	}
-	d, late, err := timeRun(ctx, 50*time.Millisecond, []string{"sleep", "5"})
+	if l.Python.CPU <= 0 || l.Python.CPU > l.Python.Max {
+		t.Errorf("python3's CPU time: median %s, want above 0 and at most its longest run's %s", l.Python.CPU, l.Python.Max)
+	}
+	d, _, late, err := timeRun(ctx, 50*time.Millisecond, []string{"sleep", "5"})
 	if err != nil || !late || d != 50*time.Millisecond {
 		t.Errorf("sleep 5 with a 50 ms timeout: %s, timed out %v, %v", d, late, err)
 	}
-	if _, _, err := timeRun(ctx, time.Second, []string{"false"}); err == nil {
+	if _, _, _, err := timeRun(ctx, time.Second, []string{"false"}); err == nil {
 		t.Error("false: no error")
 	}
 }
