@@ -1,12 +1,16 @@
 package testkit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -154,16 +158,26 @@ func (a *Attack) Stop() (AttackUsage, error) {
 	if err := writeStop(filepath.Join(a.dir, "stop"), a.done); err != nil {
 		return AttackUsage{}, fmt.Errorf("stop the attack: %w", err)
 	}
+	// The controller may get no CPU at all (three fork bombs under one
+	// quota starved it for minutes): after 10 s, the attack's process
+	// groups are killed from the host, which needs no CPU of theirs, and
+	// the processes they held counted here.
+	held := -1
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+		held = killAttack(a.dir)
+	}
 	select {
 	case <-a.done:
 	case <-time.After(time.Minute):
 		_ = a.cmd.Process.Kill()
 		<-a.done
-		said := "the controller did not write DIR/usage: it got no CPU to end the attack"
+		said := "the controller did not write DIR/usage"
 		if _, err := os.Stat(filepath.Join(a.dir, "usage")); err == nil {
 			said = "the controller wrote DIR/usage and killed the attack: the sandbox did not end after"
 		}
-		return AttackUsage{}, fmt.Errorf("the attack's command did not end within a minute of %s/stop (%s):\n%s", a.dir, said, a.out.String())
+		return AttackUsage{}, fmt.Errorf("the attack's command did not end within a minute of %s/stop (%s; %d processes killed from the host):\n%s", a.dir, said, held, a.out.String())
 	}
 	if a.waitErr != nil {
 		return AttackUsage{}, fmt.Errorf("the attack's command: %w\n%s", a.waitErr, a.out.String())
@@ -176,7 +190,58 @@ func (a *Attack) Stop() (AttackUsage, error) {
 	if err != nil {
 		return AttackUsage{}, fmt.Errorf("the attack's usage report: %w\n%s", err, a.out.String())
 	}
+	// Killed from the host: the controller counted the tasks after.
+	use.Processes = max(use.Processes, held)
 	return use, nil
+}
+
+// killAttack kills, from the host, the process groups of the attack with
+// DIR dir (python processes whose arguments hold dir, but for the
+// controller, whose parent is no such process) with SIGKILL, and returns how many processes
+// they held. The kernel kills a group at once, forks in flight included.
+func killAttack(dir string) int {
+	type proc struct{ ppid, pgrp int }
+	procs := map[int]proc{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		args := strings.Split(string(b), "\x00")
+		// python3 -c AttackScript DIR KIND; sodactl's and init's
+		// arguments hold DIR too.
+		if err != nil || !strings.HasPrefix(filepath.Base(args[0]), "python") || !slices.Contains(args, dir) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold anything.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 3 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pgrp, _ := strconv.Atoi(f[2])
+		procs[pid] = proc{ppid, pgrp}
+	}
+	groups := map[int]bool{}
+	n := 0
+	for _, p := range procs {
+		if _, child := procs[p.ppid]; child {
+			groups[p.pgrp] = true
+			n++
+		}
+	}
+	for pgrp := range groups {
+		if pgrp > 1 {
+			_ = syscall.Kill(-pgrp, syscall.SIGKILL)
+		}
+	}
+	return n
 }
 
 // writeStop writes a byte to the FIFO path without blocking: ENXIO (the
