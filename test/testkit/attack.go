@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -177,7 +176,10 @@ func (a *Attack) Stop() (AttackUsage, error) {
 		if _, err := os.Stat(filepath.Join(a.dir, "usage")); err == nil {
 			said = "the controller wrote DIR/usage and killed the attack: the sandbox did not end after"
 		}
-		return AttackUsage{}, fmt.Errorf("the attack's command did not end within a minute of %s/stop (%s; %d processes killed from the host):\n%s", a.dir, said, held, a.out.String())
+		if held >= 0 {
+			said += fmt.Sprintf("; %d processes of the attack were killed from the host", held)
+		}
+		return AttackUsage{}, fmt.Errorf("the attack's command did not end within a minute of %s/stop (%s):\n%s", a.dir, said, a.out.String())
 	}
 	if a.waitErr != nil {
 		return AttackUsage{}, fmt.Errorf("the attack's command: %w\n%s", a.waitErr, a.out.String())
@@ -197,8 +199,10 @@ func (a *Attack) Stop() (AttackUsage, error) {
 
 // killAttack kills, from the host, the process groups of the attack with
 // DIR dir (python processes whose arguments hold dir, but for the
-// controller, whose parent is no such process) with SIGKILL, and returns how many processes
-// they held. The kernel kills a group at once, forks in flight included.
+// controller, whose parent is no such process) with SIGKILL, and returns
+// how many processes they held. The kernel kills a group at once, forks
+// in flight included. The groups are the sandbox's own: its processes
+// cannot join a group of another session.
 func killAttack(dir string) int {
 	type proc struct{ ppid, pgrp int }
 	procs := map[int]proc{}
@@ -215,12 +219,7 @@ func killAttack(dir string) int {
 		if err != nil || !strings.HasPrefix(filepath.Base(args[0]), "python") || !slices.Contains(args, dir) {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...: comm may hold anything.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		f := statFields(e.Name()) // state ppid pgrp ...
 		if len(f) < 3 {
 			continue
 		}

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -118,8 +119,7 @@ func summarize(runs, cpu []time.Duration, timedOut int) Sample {
 	if len(runs) == 0 {
 		return Sample{}
 	}
-	s := slices.Clone(runs)
-	slices.Sort(s)
+	s := slices.Sorted(slices.Values(runs))
 	// Nearest rank: the smallest value with at least 95 % of the runs at
 	// or below it.
 	p95 := (95*len(s) + 99) / 100
@@ -397,13 +397,8 @@ func readKernelTicks() (kernelTicks, error) {
 		if e.Name()[0] < '0' || e.Name()[0] > '9' {
 			continue
 		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone
-		}
-		// pid (comm) state ppid ... utime stime: fields 4, 14, 15.
-		rest := string(st[strings.LastIndexByte(string(st), ')')+1:])
-		w := strings.Fields(rest)
+		// state ppid ... utime stime: fields 3, 4, 14 and 15 of stat.
+		w := statFields(e.Name())
 		if len(w) < 13 || (w[1] != "2" && e.Name() != "2") {
 			continue
 		}
@@ -412,6 +407,17 @@ func readKernelTicks() (kernelTicks, error) {
 		k.kernel += ut + stm
 	}
 	return k, nil
+}
+
+// statFields are the fields of /proc/PID/stat after the command name
+// (state, ppid, pgrp, ...), which may hold anything, spaces and ")"
+// included; nil when the process is gone.
+func statFields(pid string) []string {
+	st, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
 }
 
 // ErrBusyHost says that the host was slow without the attack too (Judge):

@@ -3,7 +3,6 @@ package testkit
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -223,40 +222,35 @@ func TestKillAttack(t *testing.T) {
 		SkipHostLacks(t, "python3 for a stand-in attack: %v", err)
 	}
 	dir := t.TempDir()
-	// The controller forks a group leader that forks one child; both
-	// sleep. The controller waits for them and says how they ended.
+	// The controller forks a group leader that forks one child, which
+	// says the attack started; both sleep. The controller waits for the
+	// leader and says how it ended.
 	script := `
 import os, sys, time
 pid = os.fork()
 if pid == 0:
     os.setpgid(0, 0)
-    os.fork()
+    if os.fork() == 0:
+        open(sys.argv[1] + '/started', 'w').close()
     time.sleep(60)
     os._exit(0)
-open(sys.argv[1] + '/started', 'w').close()
 _, st = os.waitpid(pid, 0)
 print('leader', 'killed' if os.WIFSIGNALED(st) and os.WTERMSIG(st) == 9 else 'ended')
 `
-	cmd := exec.Command(py, "-c", script, dir)
-	var out strings.Builder
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
+	a, err := StartAttack(exec.Command(py, "-c", script, dir), dir, 10*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(dir + "/started"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatal("the stand-in did not start")
-		}
-	}
-	time.Sleep(200 * time.Millisecond) // the leader's own fork
 	if n := killAttack(dir); n != 2 {
 		t.Errorf("killAttack: %d processes, want 2 (the leader and its child)", n)
 	}
-	if err := cmd.Wait(); err != nil || strings.TrimSpace(out.String()) != "leader killed" {
-		t.Errorf("the controller: %v, said %q; want it alive, saying its leader was killed", err, out.String())
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+	if a.waitErr != nil || strings.TrimSpace(a.Output()) != "leader killed" {
+		t.Errorf("the controller: %v, said %q; want it alive, saying its leader was killed", a.waitErr, a.Output())
 	}
 }
