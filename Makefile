@@ -27,7 +27,7 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/soda-project/soda/internal/version.Version=$(VERSION)
-BINS    := soda-mcpd sodactl soda-sandbox-init sodad soda-validated
+BINS    := soda-mcpd sodactl sodactl-full soda-sandbox-init sodad soda-validated
 MANS    := man/sodactl.1 man/soda-mcpd.8 man/soda.conf.5 man/soda.7 man/soda-generator.8 man/soda-profile.5 man/sodad.8 man/soda-validated.8
 EVERYTHING := test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 # make lint vets the module for macOS too (GOOS=darwin), so that what is
@@ -53,6 +53,16 @@ build-note:
 bin/%: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
 
+# sodactl is built twice: lean (-tags soda_lean) as bin/sodactl, which
+# every sandbox run starts, and whole as bin/sodactl-full, which the lean
+# one executes for the commands it does not link (image, top, validate,
+# sandbox mcp, run --image; see cmd/sodactl/handoff.go).
+bin/sodactl: FORCE
+	CGO_ENABLED=0 $(GO) build -tags soda_lean -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/sodactl
+
+bin/sodactl-full: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/sodactl
+
 bin/mcpecho: FORCE
 	$(GO) build -o $@ ./test/mcpecho
 
@@ -74,7 +84,9 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	GOOS=darwin $(GO) vet ./...
 	$(GO) vet ./...
+	$(GO) vet -tags soda_lean ./cmd/sodactl
 	$(GO) tool -modfile=tools/go.mod staticcheck ./...
+	$(GO) tool -modfile=tools/go.mod staticcheck -tags soda_lean ./cmd/sodactl
 
 # With SODA_SKIPS=FILE (.ci/run sets it) go test runs through
 # test/skipreport, which prints what go test would and records every
@@ -87,6 +99,7 @@ GOTESTV = $(if $(SODA_SKIPS),$(GO) run ./test/skipreport run -v $(SODA_SKIPS) --
 test-go: deps-test
 	@echo "test-go: every Go test, with the race detector (it compiles every package first: minutes on a cold cache)"
 	$(GOTEST) -race -count=1 ./...
+	$(GOTEST) -race -count=1 -tags soda_lean -run 'Lean|HandOff|FindFull' ./cmd/sodactl
 
 test-node: deps-test build
 	SODA_MCPD=$(CURDIR)/bin/soda-mcpd npm test --prefix test/node

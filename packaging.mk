@@ -26,7 +26,7 @@ RPM := dist/soda-$(SODA_VERSION).x86_64.rpm
 PKG_MAN_PAGES := sodactl.1 soda.conf.5 soda.7 soda-mcpd.8 soda-generator.8 soda-profile.5 sodad.8 soda-validated.8
 PKG_MANS      := $(addprefix dist/stage/man/,$(addsuffix .gz,$(PKG_MAN_PAGES)))
 
-PKG_INPUTS := bin/soda-mcpd bin/sodactl bin/soda-sandbox-init bin/soda-generator bin/sodad bin/soda-validated $(PKG_MANS) nfpm.yaml \
+PKG_INPUTS := bin/soda-mcpd bin/sodactl bin/sodactl-full bin/soda-sandbox-init bin/soda-generator bin/sodad bin/soda-validated $(PKG_MANS) nfpm.yaml \
 	$(wildcard units/* packaging/*/* packaging/*/*/* polkit/*) README.md
 
 .PHONY: deb rpm packages check-packages check-units

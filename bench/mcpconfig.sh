@@ -21,7 +21,9 @@ cd "$ROOT"
 WORK=$(mktemp -d /var/lib/soda-bench-XXXXXX)
 chmod 755 "$WORK"
 trap 'rm -rf "$WORK"' EXIT
-go build -o "$WORK/" ./cmd/sodactl ./cmd/soda-sandbox-init ./test/mcpecho
+go build -o "$WORK/" ./cmd/soda-sandbox-init ./test/mcpecho
+go build -tags soda_lean -o "$WORK/sodactl" ./cmd/sodactl  # the lean sodactl, as installed
+go build -o "$WORK/sodactl-full" ./cmd/sodactl
 cp bench/mcp-init.mjs "$WORK/"
 mkdir "$WORK/proj"
 cat >"$WORK/proj/.mcp.json" <<JSON

@@ -241,7 +241,7 @@ CODEX=$(ls "$NM"/@openai/codex-linux-*/vendor/*/bin/codex 2>/dev/null | head -n1
 [ -n "$CODEX" ] || CODEX=$NM/.bin/codex # the Node wrapper, if the platform package is missing
 
 log "building sodactl, soda-sandbox-init and sbxbench into $WORK/bin"
-(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$WORK/bin/sodactl" ./cmd/sodactl && CGO_ENABLED=0 go build -trimpath -o "$WORK/bin/soda-sandbox-init" ./cmd/soda-sandbox-init && CGO_ENABLED=0 go build -o "$WORK/bin/sbxbench" ./bench/sbxbench) \
+(cd "$ROOT" && CGO_ENABLED=0 go build -tags soda_lean -trimpath -o "$WORK/bin/sodactl" ./cmd/sodactl && CGO_ENABLED=0 go build -trimpath -o "$WORK/bin/sodactl-full" ./cmd/sodactl && CGO_ENABLED=0 go build -trimpath -o "$WORK/bin/soda-sandbox-init" ./cmd/soda-sandbox-init && CGO_ENABLED=0 go build -o "$WORK/bin/sbxbench" ./bench/sbxbench) \
   || die "go build failed"
 
 go_v=$(go env GOVERSION)

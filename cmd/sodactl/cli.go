@@ -151,6 +151,9 @@ func (h *helpRequest) Error() string { return "help requested" }
 // run executes the sodactl command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	err := dispatch(args, stdout, stderr)
+	if h := asHandOff(err); h != nil {
+		return execFull(h, args, stderr)
+	}
 	var ran *ranCommand
 	if errors.As(err, &ran) {
 		// sodactl run chose its exit code (COMMAND's, or 125 for its own

@@ -1,3 +1,5 @@
+//go:build !soda_lean
+
 package main
 
 import (

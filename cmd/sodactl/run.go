@@ -255,6 +255,15 @@ func (ro *runOptions) flagSet(opts *options) *flag.FlagSet {
 	return fs
 }
 
+// fullOnly names the first of ro's flags that only the full sodactl
+// serves (see handoff.go), or "".
+func (ro *runOptions) fullOnly() string {
+	if ro.image != "" || ro.imageStore != "" {
+		return "--image"
+	}
+	return ""
+}
+
 // runCommand implements "sodactl run"; it returns the exit code.
 func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, error) {
 	var ro runOptions
@@ -265,6 +274,9 @@ func runCommand(opts *options, args []string, stdout, stderr io.Writer) (int, er
 	argv := fs.Args()
 	if len(argv) == 0 {
 		return exitSandbox, usagef("sodactl run", "missing COMMAND (sodactl run [OPTIONS] -- COMMAND [ARGS...])")
+	}
+	if f := ro.fullOnly(); leanBuild && f != "" {
+		return exitSandbox, &handOff{what: "sodactl run " + f, run: true}
 	}
 
 	level := slog.LevelWarn

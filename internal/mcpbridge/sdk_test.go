@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,15 @@ func (h *harness) sdkHTTPClient() *http.Client {
 
 // TestGoSDKEachRevision connects the go-sdk client, pinned to each revision
 // it supports, through the bridge to server-everything and to mcpecho.
+// TestSupportedVersionsAreGoSDKs holds the bridge's written-out list of
+// protocol revisions to go-sdk's: a go-sdk update that adds or drops one
+// fails here until the bridge's list follows.
+func TestSupportedVersionsAreGoSDKs(t *testing.T) {
+	if got, want := mcpbridge.SupportedVersions(), mcp.SupportedProtocolVersions(); !slices.Equal(got, want) {
+		t.Fatalf("mcpbridge.SupportedVersions() = %q, go-sdk's mcp.SupportedProtocolVersions() = %q: update supportedVersions in bridge.go", got, want)
+	}
+}
+
 func TestGoSDKEachRevision(t *testing.T) {
 	children := map[string][]string{"mcpecho": {echoBin}, "server-everything": everythingCmd(t)}
 	for name, argv := range children {

@@ -58,13 +58,10 @@ func TestSodadHostLoad(t *testing.T) {
 	repo := repoRoot(t)
 	sdbox := filepath.Join(repo, "test", "box", "sdbox")
 	art := t.TempDir()
-	for _, p := range []string{"sodad", "soda-sandbox-init", "sodactl"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./cmd/"+p)
-		build.Dir = repo
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", p, err, out)
-		}
+	// Static, with the lean sodactl and sodactl-full, as the Makefile and
+	// the packages build them.
+	if err := testkit.Build(art, "cmd/sodad", "cmd/soda-sandbox-init", "cmd/sodactl"); err != nil {
+		t.Fatal(err)
 	}
 	for _, f := range []string{"polkit/io.github.soda_project.soda1.policy", "polkit/50-soda-example.rules",
 		"packaging/dbus/io.github.soda_project.Soda1.conf", "packaging/dbus/io.github.soda_project.Soda1.service",
@@ -107,6 +104,7 @@ else echo v1 $(test -f /sys/fs/cgroup/cpu/cpu.shares && echo cpu) $(test -d /sys
 A=%[1]s
 install -m 0755 $A/sodad /usr/bin/sodad
 install -m 0755 $A/sodactl /usr/bin/sodactl
+install -D -m 0755 $A/sodactl-full /usr/libexec/soda/sodactl-full
 install -D -m 0755 $A/soda-sandbox-init /usr/libexec/soda/soda-sandbox-init
 install -m 0644 $A/sodad.service $A/soda.slice $A/soda-sandbox.slice /usr/lib/systemd/system/
 install -m 0644 $A/io.github.soda_project.soda1.policy /usr/share/polkit-1/actions/

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/soda-project/soda/internal/metrics"
+	"github.com/soda-project/soda/test/testkit"
 )
 
 // TestSodad drives sodad as installed on a host, in a systemd box: the unit,
@@ -47,13 +48,10 @@ func TestSodad(t *testing.T) {
 
 	// ---- what goes into the box.
 	art := t.TempDir()
-	for _, p := range []string{"sodad", "soda-sandbox-init", "sodactl"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./cmd/"+p)
-		build.Dir = repo
-		build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile and the packages
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", p, err, out)
-		}
+	// Static, with the lean sodactl and sodactl-full, as the Makefile and
+	// the packages build them.
+	if err := testkit.Build(art, "cmd/sodad", "cmd/soda-sandbox-init", "cmd/sodactl"); err != nil {
+		t.Fatal(err)
 	}
 	for _, p := range []string{"sodadcall", "sessioncall", "sodadexec", "mcpecho", "fakeupstream"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(art, p), "./test/"+p)
@@ -78,6 +76,7 @@ func TestSodad(t *testing.T) {
 A=%[1]s
 install -m 0755 $A/sodad /usr/bin/sodad
 install -m 0755 $A/sodactl /usr/bin/sodactl
+install -D -m 0755 $A/sodactl-full /usr/libexec/soda/sodactl-full
 install -D -m 0755 $A/soda-sandbox-init /usr/libexec/soda/soda-sandbox-init
 install -m 0644 $A/sodad.service $A/soda.slice /usr/lib/systemd/system/
 install -m 0644 $A/io.github.soda_project.soda1.policy /usr/share/polkit-1/actions/

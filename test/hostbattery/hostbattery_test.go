@@ -28,7 +28,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +35,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 // probeResult is one row of sbxprobe battery's output.
@@ -199,15 +200,8 @@ func setup(t *testing.T) *env {
 	if err := os.Mkdir(e.bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, file, _, _ := runtime.Caller(0)
-	repo := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-	for _, pkg := range []string{"cmd/sodactl", "cmd/soda-sandbox-init", "test/sbxprobe"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(e.bin, filepath.Base(pkg)), "./"+pkg)
-		build.Dir = repo
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
+	if err := testkit.Build(e.bin, "cmd/sodactl", "cmd/soda-sandbox-init", "test/sbxprobe"); err != nil {
+		t.Fatal(err)
 	}
 
 	e.hostTCP = listen(t, "tcp", "127.0.0.1:0", false)

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 // Fixed loopback ports inside the box.
@@ -95,14 +97,8 @@ func (e *env) setup() error {
 	if err := os.Chmod(e.bin, 0o755); err != nil {
 		return err
 	}
-	for _, pkg := range []string{"cmd/sodactl", "cmd/soda-sandbox-init", "cmd/soda-mcpd", "cmd/sodad", "cmd/soda-generator", "test/sbxprobe", "test/sbxconc", "test/sbxegress"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(e.bin, filepath.Base(pkg)), "./"+pkg)
-		build.Dir = e.repo
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := build.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-		}
+	if err := testkit.Build(e.bin, "cmd/sodactl", "cmd/soda-sandbox-init", "cmd/soda-mcpd", "cmd/sodad", "cmd/soda-generator", "test/sbxprobe", "test/sbxconc", "test/sbxegress"); err != nil {
+		return err
 	}
 	// The MCP server the sandbox is granted.
 	everything := filepath.Join(e.repo, "test/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")

@@ -26,18 +26,38 @@ func BuildBinaries(prefix string, cmds ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, c := range cmds {
-		// Static, as the Makefile and the packages build them: init
-		// re-executes itself on an image's root, which has no libc.
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, c), "github.com/soda-project/soda/cmd/"+c)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := build.CombinedOutput()
-		if err != nil {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("go build %s: %v\n%s", c, err, out)
-		}
+	pkgs := make([]string, len(cmds))
+	for i, c := range cmds {
+		pkgs[i] = "cmd/" + c
+	}
+	if err := Build(dir, pkgs...); err != nil {
+		os.RemoveAll(dir)
+		return "", err
 	}
 	return dir, nil
+}
+
+// Build builds soda's packages pkgs (paths in the module: cmd/sodad,
+// test/sbxprobe) into dir, each as its base name, as the Makefile does:
+// static, for init re-executes itself on an image's root, which has no
+// libc; and cmd/sodactl twice, the lean sodactl (-tags soda_lean) and the
+// full sodactl-full beside it, which the lean one executes for the
+// commands it does not link.
+func Build(dir string, pkgs ...string) error {
+	for _, p := range pkgs {
+		builds := [][]string{{"-o", filepath.Join(dir, filepath.Base(p))}}
+		if p == "cmd/sodactl" {
+			builds = [][]string{{"-tags", "soda_lean", "-o", filepath.Join(dir, "sodactl")}, {"-o", filepath.Join(dir, "sodactl-full")}}
+		}
+		for _, b := range builds {
+			build := exec.Command("go", append(append([]string{"build"}, b...), "github.com/soda-project/soda/"+p)...)
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				return fmt.Errorf("go build %s %s: %v\n%s", strings.Join(b[:len(b)-2], " "), p, err, out)
+			}
+		}
+	}
+	return nil
 }
 
 // HostLacks starts the reason of a skip that a control decided: the
