@@ -334,7 +334,7 @@ func (l *initLink) close() {
 
 // initCmd returns the command that clones init for sb, in its cgroup
 // directory when the engine made one, with link's child ends, the idmap
-// holders' namespaces and, with Spec.Persistent, the exec channel (opened
+// namespaces and, with Spec.Persistent, the exec channel (opened
 // here, into link) passed as extra files named in wire.FDsEnv.
 func (e *Linux) initCmd(sb *Sandbox, cfg *wire.Config, link *initLink) (*exec.Cmd, error) {
 	cmd := initCommand(e.cfg.InitPath, &sb.spec, cfg)
@@ -366,7 +366,7 @@ func (e *Linux) initCmd(sb *Sandbox, cfg *wire.Config, link *initLink) (*exec.Cm
 
 // release lets init, placed in its cgroup, fork the command: the host side
 // of egress starts first, since init relays as soon as it is released. It
-// returns once the command started, the idmap holders gone.
+// returns once the command started, the idmap namespaces closed.
 func (e *Linux) release(ctx context.Context, sb *Sandbox, link *initLink) error {
 	if !sb.spec.NoNetwork {
 		sb.startProxy(ctx, e.cfg.Resolver, e.hostAddrs(sb.log.With("part", "egress")))
@@ -382,7 +382,7 @@ func (e *Linux) release(ctx context.Context, sb *Sandbox, link *initLink) error 
 		go sb.readExecReplies()
 	}
 	// The idmapped mounts are made: they keep their user namespaces,
-	// and the holders can go.
+	// and the host's descriptors can go.
 	sb.closeIDMaps()
 	return nil
 }
@@ -422,7 +422,7 @@ func readLifeExit(life *os.File) (wire.LifeExit, bool) {
 	return m, true
 }
 
-// closeIDMaps ends the idmap namespaces' holders.
+// closeIDMaps closes the idmap namespaces.
 func (sb *Sandbox) closeIDMaps() {
 	for _, m := range sb.idmaps {
 		m.close()

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -79,19 +78,22 @@ func (l *uidLease) release() {
 }
 
 // idmapNS is a user namespace whose only mapping is "sandbox uid → owner",
-// kept alive by a small process, used to idmap a granted directory so that
-// the sandbox uid acts as the directory's owner there (files it creates
-// belong to the owner on disk, files the owner has are writable to it).
+// used to idmap a granted directory so that the sandbox uid acts as the
+// directory's owner there (files it creates belong to the owner on disk,
+// files the owner has are writable to it). An open descriptor of the
+// namespace keeps it alive (namespaces(7)); the mounts made with it hold
+// their own reference.
 type idmapNS struct {
 	owner uint32
 	fd    *os.File
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
 }
 
-// newIDMapNS starts a holder process (the init binary initPath in its
-// hold role) in a new user namespace mapping ownerUID/ownerGID inside to
-// uid/gid outside and opens the namespace.
+// newIDMapNS makes the namespace: the init binary initPath is started in
+// its hold role in a new user namespace mapping ownerUID/ownerGID inside to
+// uid/gid outside (the maps are written before its execve, which Start
+// waits for), the namespace is opened, and the process is killed at once:
+// nothing needs it any longer, and on this path its Go start-up (several
+// milliseconds of CPU) would only compete with the sandbox's own.
 func newIDMapNS(initPath string, uid, gid int, ownerUID, ownerGID uint32) (*idmapNS, error) {
 	cmd := exec.Command(initPath)
 	cmd.Args = []string{wire.HoldArg0}
@@ -106,26 +108,18 @@ func newIDMapNS(initPath string, uid, gid int, ownerUID, ownerGID uint32) (*idma
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(ownerGID), HostID: gid, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start user namespace holder: %w", err)
 	}
 	fd, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
 	if err != nil {
-		stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 		return nil, fmt.Errorf("open user namespace: %w", err)
 	}
-	return &idmapNS{owner: ownerUID, fd: fd, cmd: cmd, stdin: stdin}, nil
+	return &idmapNS{owner: ownerUID, fd: fd}, nil
 }
 
 func (n *idmapNS) close() {
 	n.fd.Close()
-	n.stdin.Close()
-	_ = n.cmd.Process.Kill()
-	_ = n.cmd.Wait()
 }

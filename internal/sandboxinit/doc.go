@@ -8,8 +8,9 @@
 // the egress relay (internal/egress/relay), confines itself (confine_linux.go:
 // bounding set, uid, no_new_privs, Landlock, rlimits, seccomp) and only
 // then forks the command, or, for a live sandbox, every command the host
-// sends (exec_linux.go). The same binary, in its hold role, keeps the user
-// namespaces of idmapped mounts alive.
+// sends (exec_linux.go). The same binary, in its hold role, is the process
+// the host makes each idmapped mount's user namespace with (and kills once
+// it has opened the namespace).
 //
 // It links only what PID 1 uses: none of the host side, the MCP bridge,
 // its HTTP front, go-sdk or D-Bus (cmd/soda-sandbox-init's deps_test.go

@@ -29,7 +29,8 @@ func Main() {
 	os.Exit(runInit())
 }
 
-// runHold blocks until stdin is closed: it only keeps a namespace alive.
+// runHold blocks until stdin is closed. The host only needs the process
+// for as long as it takes to open its user namespace, and kills it then.
 func runHold() int {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
