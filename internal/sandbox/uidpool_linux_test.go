@@ -1,8 +1,16 @@
 package sandbox
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/soda-project/soda/internal/sandbox/wire"
 )
 
 // TestUIDPoolStartRotates: a long-lived process must not probe the same
@@ -60,5 +68,68 @@ func TestUIDPoolRange(t *testing.T) {
 	}
 	if _, err := p.lease(); err == nil || !strings.Contains(err.Error(), "all 2 sandbox uids from 3000000 are in use") {
 		t.Fatalf("third lease of a range of 2: %v", err)
+	}
+}
+
+// TestIDMapNSOutlivesItsProcess: the process an idmap namespace is made
+// with is gone once newIDMapNS returns (it would only compete with the
+// sandbox for the CPUs), and the descriptor alone keeps the namespace
+// usable: a tree idmapped with it shows the owner's files as the sandbox
+// uid's.
+func TestIDMapNSOutlivesItsProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("host lacks: root (idmapped mounts are made by root; CI runs these tests as root)")
+	}
+	const owner, sandboxUID = 4242, UIDBase + 7
+	ns, err := newIDMapNS(testInitPath, sandboxUID, sandboxUID, owner, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.close()
+
+	// Our children only: other tests' sandboxes (other packages run at
+	// the same time) make namespaces too.
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		if !strings.HasPrefix(string(b), wire.HoldArg0+"\x00") {
+			continue
+		}
+		status, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "status"))
+		if strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid())) {
+			t.Errorf("%s: a namespace holder still runs after newIDMapNS returned", p)
+		}
+	}
+
+	dir := t.TempDir()
+	f := filepath.Join(dir, "owned")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(f, owner, owner); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(tree)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.fd.Fd())}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+			// The control: the filesystem under TempDir cannot idmap.
+			t.Skipf("host lacks: idmapped mounts on the filesystem of %s (%v)", dir, err)
+		}
+		t.Fatalf("idmap with the namespace after its process ended: %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(tree, "owned", &st, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != sandboxUID || st.Gid != sandboxUID {
+		t.Fatalf("through the idmapped tree the owner's file is %d:%d, want the sandbox uid %d", st.Uid, st.Gid, sandboxUID)
 	}
 }
