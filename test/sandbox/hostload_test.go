@@ -286,9 +286,13 @@ func (e *env) hostLoadTogether(t *testing.T, name string, n int, sodactl func(ar
 	if errors.Is(verdict, testkit.ErrBusyHost) {
 		t.Skipf("host lacks: %v", verdict)
 	}
+	// Each bomb ran: a quarter of its task limit is far beyond what a
+	// sandbox that does not bomb holds. Not half: the last bomb starts
+	// while the others already hold the common quota, and a CI run saw it
+	// end at 511 processes after 3.8 CPU-seconds of forking.
 	for i, u := range uses {
-		if u.Processes < 1024/2 || u.CPUs() < 0.05 {
-			t.Fatalf("control: bomb %d had %d processes (want at least half its task limit, 1024) and used %.2f CPUs: it did not run\n%s", i, u.Processes, u.CPUs(), attacks[i].Output())
+		if u.Processes < 1024/4 || u.CPUs() < 0.05 {
+			t.Fatalf("control: bomb %d had %d processes (want at least a quarter of its task limit, 1024) and used %.2f CPUs: it did not run\n%s", i, u.Processes, u.CPUs(), attacks[i].Output())
 		}
 	}
 	if total < 0.5 {
