@@ -220,7 +220,9 @@ func TestExecEndOthersSparesRunningCommands(t *testing.T) {
 			t.Fatal("the other command did not start")
 		}
 	}
-	for deadline := time.Now().Add(2 * time.Second); len(procsRunning("sleep 987.5")) == 0 && time.Now().Before(deadline); {
+	// Both background jobs: "started" is written once they are forked, not
+	// once each has executed sleep.
+	for deadline := time.Now().Add(2 * time.Second); (len(procsRunning("sleep 987.25")) == 0 || len(procsRunning("sleep 987.5")) == 0) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if len(procsRunning("sleep 987.25")) == 0 || len(procsRunning("sleep 987.5")) == 0 {
