@@ -89,18 +89,10 @@ func TestIDMapNSOutlivesItsProcess(t *testing.T) {
 
 	// Our children only: other tests' sandboxes (other packages run at
 	// the same time) make namespaces too.
-	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range procs {
-		b, _ := os.ReadFile(p)
-		if !strings.HasPrefix(string(b), wire.HoldArg0+"\x00") {
-			continue
-		}
-		status, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "status"))
+	for _, pid := range procsRunning(wire.HoldArg0) {
+		status, _ := os.ReadFile(filepath.Join("/proc", pid, "status"))
 		if strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid())) {
-			t.Errorf("%s: a namespace holder still runs after newIDMapNS returned", p)
+			t.Errorf("pid %s: a namespace holder still runs after newIDMapNS returned", pid)
 		}
 	}
 
