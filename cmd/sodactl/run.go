@@ -436,11 +436,25 @@ func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *
 	keys.Attach(sb)
 	go func() {
 		for s := range sigs {
+			// SIGTERM stops the sandbox: the command gets it, and what is
+			// left of the sandbox SIGKILL after the grace period, from the
+			// host. Forwarded alone, it ended nothing when the command
+			// ignored it, or when a fork bomb at its task limit starved
+			// the sandbox's init, which forwards it, of its CPU.
+			if s == syscall.SIGTERM {
+				sb.Stop()
+				continue
+			}
 			_ = sb.Signal(s.(syscall.Signal))
 		}
 	}()
 	return waitSandbox(ctx, ro, sb, spec, perrun, stderr)
 }
+
+// stopGrace is how long a command has between the SIGTERM that sodactl
+// forwards on its own SIGTERM and the SIGKILL of the whole sandbox: the
+// engine's grace period (sandbox.Sandbox.Stop), and sodad's.
+const stopGrace = 5 * time.Second
 
 // waitSandbox waits for the command in sb and returns its exit status; a
 // --mcp-config file replaced during the run stops the sandbox (it could

@@ -284,6 +284,7 @@ func waitViaSodad(ctx context.Context, sb *sodadclient.Sandbox, master *os.File,
 		relayed = sodadclient.Relay(master, os.Stdin, out)
 	}
 	go func() {
+		killing := false
 		for s := range sigs {
 			if s == syscall.SIGWINCH {
 				if master != nil {
@@ -293,6 +294,17 @@ func waitViaSodad(ctx context.Context, sb *sodadclient.Sandbox, master *os.File,
 			}
 			if err := sb.Kill(ctx, int32(s.(syscall.Signal)), false); err != nil {
 				log.Warn("forward a signal to the sandbox", "signal", s, "err", err)
+			}
+			// SIGTERM stops the sandbox, as in direct mode: SIGKILL
+			// follows after the grace period if it has not ended (the
+			// sandbox's init dies of it, and its pid namespace with it).
+			if s == syscall.SIGTERM && !killing {
+				killing = true
+				time.AfterFunc(stopGrace, func() {
+					if err := sb.Kill(ctx, int32(syscall.SIGKILL), false); err != nil {
+						log.Debug("kill the sandbox after the grace period", "err", err)
+					}
+				})
 			}
 		}
 	}()

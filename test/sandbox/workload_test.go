@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +232,47 @@ func TestResourceLimits(t *testing.T) {
 		}
 		e.noLeftovers(t)
 	})
+	// SIGTERM to sodactl stops the sandbox: forwarded, then SIGKILL from
+	// the host after the grace period. Forwarded alone (before), sodactl
+	// ran on for as long as a command that ignores SIGTERM did, and a fork
+	// bomb at its task limit starved init, which forwards it, of its CPU:
+	// four such sandboxes still ran 3 minutes after their SIGTERM.
+	// The bomb's command may die of the SIGTERM (143) or of the SIGKILL
+	// (137), whichever comes first; the one that ignores it, of the SIGKILL.
+	for _, tc := range []struct {
+		name, cmd string
+		codes     []int
+	}{
+		{"sigterm-ignored", `sh -c "trap '' TERM; sleep 100 & sleep 100"`, []int{128 + 9}},
+		{"sigterm-forkbomb", `python3 -c "import os
+while True:
+  try: os.fork()
+  except OSError: pass"`, []int{128 + 15, 128 + 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := e.sodactlLine() + " --tasks 300 -- " + tc.cmd + ` >/dev/null 2>&1 & p=$!
+for i in $(seq 100); do [ "$(ps -eo uid= | awk '$1>=2147000000' | wc -l)" -ge 2 ] && break; sleep 0.1; done
+sleep 1
+start=$(date +%s%N)
+kill -TERM $p
+for i in $(seq 300); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
+kill -0 $p 2>/dev/null && { echo alive; kill -9 $p; }
+wait $p; echo "rc=$? ms=$(( ($(date +%s%N)-start)/1000000 ))"`
+			r := e.exec(execOpts{timeout: 2 * time.Minute}, "bash", "-c", script)
+			var rc, ms int
+			if _, err := fmt.Sscanf(r.stdout[strings.LastIndex(r.stdout, "rc="):], "rc=%d ms=%d", &rc, &ms); err != nil || r.err != nil {
+				t.Fatalf("%v: %s", err, r)
+			}
+			t.Logf("sodactl ended %d ms after its SIGTERM, exit %d", ms, rc)
+			if strings.Contains(r.stdout, "alive") {
+				t.Fatalf("sodactl still ran 30 s after its SIGTERM: %s", r)
+			}
+			if !slices.Contains(tc.codes, rc) || rc == 128+9 && ms < 4000 {
+				t.Errorf("exit %d after %d ms, want one of %v, and a SIGKILL no sooner than the 5 s grace period: %s", rc, ms, tc.codes, r)
+			}
+			e.noLeftovers(t)
+		})
+	}
 }
 
 // TestFailClosedCLI: with a layer forced unavailable, sodactl run refuses
