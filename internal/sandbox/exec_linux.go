@@ -207,7 +207,7 @@ func (sb *Sandbox) Exec(ctx context.Context, es ExecSpec) (ExitStatus, error) {
 						sb.record(Record{Event: "limit", Argv: es.Argv, Layer: LayerCgroup, Detail: fmt.Sprintf("memory: the limit killed %d processes", st.MemoryKills)})
 					}
 					if st.TasksRefused > 0 {
-						sb.record(Record{Event: "limit", Argv: es.Argv, Layer: LayerCgroup, Detail: fmt.Sprintf("tasks: the limit refused %d forks", st.TasksRefused)})
+						sb.record(Record{Event: "limit", Argv: es.Argv, Layer: LayerCgroup, Detail: fmt.Sprintf("tasks: the limit refused forks (at least %d)", st.TasksRefused)})
 					}
 				}
 				sb.record(Record{Event: "exec-exit", Argv: es.Argv, Exit: &st})

@@ -968,7 +968,7 @@ func (s *Session) execLocked(ctx context.Context, tool string, req ExecRequest) 
 		s.note(Event{Kind: "memory", Call: tool, Argv: argv, Detail: fmt.Sprintf("the memory limit killed %d processes", st.MemoryKills)})
 	}
 	if st.TasksRefused > 0 {
-		s.note(Event{Kind: "tasks", Call: tool, Argv: argv, Detail: fmt.Sprintf("the task limit refused %d forks", st.TasksRefused)})
+		s.note(Event{Kind: "tasks", Call: tool, Argv: argv, Detail: fmt.Sprintf("the task limit refused forks (at least %d)", st.TasksRefused)})
 	}
 	if f, ok := s.box.(auditFeed); ok {
 		for _, e := range f.auditSince(ctx) {
