@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"os"
 	"strings"
 	"testing"
@@ -56,6 +57,19 @@ func TestClosedNetworkEngine(t *testing.T) {
 	}
 }
 
+// fillTasks is a python3 program that forks sleeping children until a
+// fork fails, says "full" and sleeps.
+const fillTasks = `import os, sys, time
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(100)
+            os._exit(0)
+    except OSError:
+        break
+print("full", flush=True)
+time.sleep(100)`
+
 // TestStop: a daemon ends a sandbox it does not wait on itself. Stop
 // makes the waiter's Wait return: SIGTERM for a command that honours it,
 // SIGKILL to the whole cgroup after the grace period for one that does
@@ -70,14 +84,34 @@ func TestStop(t *testing.T) {
 	}{
 		{"honours SIGTERM", "sleep 60", 128 + 15, 0},
 		{"ignores SIGTERM", "trap '' TERM; (trap '' TERM; sleep 61) & sleep 62", 128 + 9, stopGrace},
+		// Every task the limit allows taken: init still has the threads
+		// to take the signal (before, it aborted with "failed to create
+		// new OS thread" and the run ended with status 2).
+		{"holds its task limit", "exec python3 -c '" + fillTasks + "'", 128 + 15, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := testEngine(t, nil)
-			sb, err := e.Start(t.Context(), Spec{Argv: []string{"/bin/sh", "-c", "echo up; " + tc.script}, Home: t.TempDir(),
-				Stdout: nil, AllowDegraded: []Layer{LayerCgroup}})
+			outR, outW, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
+			}
+			defer outR.Close()
+			sb, err := e.Start(t.Context(), Spec{Argv: []string{"/bin/sh", "-c", "echo up; " + tc.script}, Home: t.TempDir(),
+				Stdout: outW, AllowDegraded: []Layer{LayerCgroup}, Limits: Limits{TasksMax: 32}})
+			outW.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := bufio.NewReader(outR)
+			if line, err := out.ReadString('\n'); line != "up\n" {
+				t.Fatalf("the command's first line: %q, %v", line, err)
+			}
+			if strings.Contains(tc.script, fillTasks) {
+				_ = outR.SetReadDeadline(time.Now().Add(20 * time.Second))
+				if line, err := out.ReadString('\n'); line != "full\n" {
+					t.Fatalf("the command did not fill its task limit: %q, %v", line, err)
+				}
 			}
 			time.Sleep(200 * time.Millisecond) // the shell has set its traps
 			start := time.Now()

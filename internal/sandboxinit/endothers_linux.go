@@ -183,9 +183,16 @@ func (w *workspace) close() {
 	}
 }
 
-// spareThreads is how many idle OS threads init keeps for its runtime
-// (reserveThreads).
+// spareThreads is how many idle OS threads a live sandbox's init keeps
+// for its runtime (reserveThreads): it serves several commands at once.
 const spareThreads = 8
+
+// runSpareThreads is how many a one-command sandbox's init keeps. Its
+// goroutines are few; what a fork bomb at the limit made it abort for was
+// one thread more, to take a signal. Eight cost 2.5 ms of every run's
+// start on 2 CPUs, even made in the background; three, nothing measurable
+// (A/B of 41 rounds, twice: -0.4 and -0.7 ms).
+const runSpareThreads = 3
 
 // reserveThreads makes the Go runtime of init hold n more idle OS
 // threads, taken while the sandbox's task limit still has room: the
@@ -217,6 +224,17 @@ func reserveThreads(n int) {
 	}
 	ready.Wait()
 	close(release)
+}
+
+// reserveThreadsAsync runs reserveThreads(n) in the background and
+// returns a function that waits until it is done.
+func reserveThreadsAsync(n int) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		reserveThreads(n)
+		close(done)
+	}()
+	return func() { <-done }
 }
 
 // taskRoom is how many more tasks the sandbox's cgroup allows, read in
