@@ -190,8 +190,11 @@ const spareThreads = 8
 // runSpareThreads is how many a one-command sandbox's init keeps. Its
 // goroutines are few; what a fork bomb at the limit made it abort for was
 // one thread more, to take a signal. Eight cost 2.5 ms of every run's
-// start on 2 CPUs, even made in the background; three, nothing measurable
-// (A/B of 41 rounds, twice: -0.4 and -0.7 ms).
+// start on 2 CPUs, even made in the background; three, made just before
+// the command, nothing measurable (A/B of 41 rounds, twice: +0.3 and
+// -0.5 ms), and no abort in 30 runs that filled the limit and took a
+// SIGTERM (4 in 10 with three made early, which init's own goroutines
+// then took).
 const runSpareThreads = 3
 
 // reserveThreads makes the Go runtime of init hold n more idle OS
@@ -202,12 +205,8 @@ const runSpareThreads = 3
 // end the sandbox. Idle threads are kept for the process's life and
 // reused first. Each goroutine locks itself to a thread and blocks, so
 // that the next needs another thread; then they all return, leaving
-// their threads idle. It takes no more than a quarter of the room the
-// task limit leaves.
+// their threads idle. sparesFor says how many.
 func reserveThreads(n int) {
-	if room, ok := taskRoom(); ok {
-		n = min(n, room/4)
-	}
 	if n <= 0 {
 		return
 	}
@@ -226,36 +225,32 @@ func reserveThreads(n int) {
 	close(release)
 }
 
-// reserveThreadsAsync runs reserveThreads(n) in the background and
-// returns a function that waits until it is done.
-func reserveThreadsAsync(n int) (wait func()) {
-	done := make(chan struct{})
-	go func() {
-		reserveThreads(n)
-		close(done)
-	}()
-	return func() { <-done }
+// sparesFor is how many idle threads init reserves (reserveThreads):
+// spareThreads for a live sandbox, runSpareThreads for one command, and
+// no more than a quarter of what the task limit leaves beside the
+// threads init has (a validator may run with TasksMax=16).
+func sparesFor(cfg *config) int {
+	n := runSpareThreads
+	if cfg.Persistent {
+		n = spareThreads
+	}
+	if cfg.NProc > 0 {
+		n = min(n, (int(cfg.NProc)-ownThreads())/4)
+	}
+	return max(n, 0)
 }
 
-// taskRoom is how many more tasks the sandbox's cgroup allows, read in
-// init's view of /sys/fs/cgroup (the unified hierarchy's pids files, or
-// the v1 pids controller's); ok is false without a limit.
-func taskRoom() (int, bool) {
-	for _, dir := range []string{"/sys/fs/cgroup/", "/sys/fs/cgroup/pids/", "/sys/fs/cgroup/unified/"} {
-		maxB, err := os.ReadFile(dir + "pids.max")
-		if err != nil {
-			continue
-		}
-		curB, err := os.ReadFile(dir + "pids.current")
-		if err != nil {
-			continue
-		}
-		limit, err1 := strconv.Atoi(strings.TrimSpace(string(maxB)))
-		cur, err2 := strconv.Atoi(strings.TrimSpace(string(curB)))
-		if err1 != nil || err2 != nil {
-			return 0, false // "max": no limit
-		}
-		return limit - cur, true
+// ownThreads is how many threads init has.
+func ownThreads() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
 	}
-	return 0, false
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }

@@ -19,8 +19,7 @@ import (
 // the host's commands, reaps them and every orphan, and reports each
 // command's status, until the host closes the exec socket (exit 0) or
 // signals init (128+N). It runs on the locked, confined thread, which
-// forks every command: each inherits all the layers. Init's spare
-// threads (reserveThreads) are in hand before it is called.
+// forks every command: each inherits all the layers.
 func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 	conn, err := openExecConn(fd)
 	if err != nil {
@@ -29,6 +28,10 @@ func serveExec(cfg *config, fd int, sigs chan os.Signal) int {
 	}
 	defer conn.Close()
 	reqs := readExecRequests(conn)
+
+	// Threads for init's runtime, before a command can take every task
+	// the limit allows.
+	reserveThreads(sparesFor(cfg))
 
 	// SIGCHLD, caught before the first fork, says when to reap.
 	chld := make(chan os.Signal, 1)

@@ -44,16 +44,6 @@ func runInit() int {
 	if err := r.readConfig(fds[4:]); err != nil {
 		return r.fail("", err)
 	}
-	// Threads for init's runtime (reserveThreads), made while init builds
-	// the sandbox and in hand before a command can take every task the
-	// limit allows: without them, a fork bomb at its limit made init
-	// abort ("failed to create new OS thread") when a signal came, and
-	// the run end with status 2 and a Go crash dump.
-	spare := runSpareThreads
-	if r.cfg.Persistent {
-		spare = spareThreads
-	}
-	threadsReserved := reserveThreadsAsync(spare)
 
 	// The sandbox, layer by layer, each reported as it is in place.
 	if err := r.ownHostnameAndKeyring(); err != nil {
@@ -105,12 +95,17 @@ func runInit() int {
 	r.serveEgress(ctx)
 
 	if r.cfg.Persistent {
-		threadsReserved()
 		// A live sandbox: commands come from the host (exec_linux.go).
 		r.ready(wire.Status{Ready: true})
 		return serveExec(&r.cfg, r.execFD, sigs)
 	}
-	threadsReserved()
+	// Threads for init's runtime (reserveThreads), made once its own
+	// goroutines run (spares made earlier are theirs by now) and before
+	// the command can take every task the limit allows: without them, a
+	// fork bomb at its limit made init abort ("failed to create new OS
+	// thread") when a signal came, and the run end with status 2 and a
+	// Go crash dump.
+	reserveThreads(sparesFor(&r.cfg))
 	proc, err := r.startCommand()
 	if err != nil {
 		return r.fail("", err)

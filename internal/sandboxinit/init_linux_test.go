@@ -112,3 +112,38 @@ func TestIsInitNeedsBothMarkers(t *testing.T) {
 		}
 	}
 }
+
+// TestSparesFor: a live sandbox's init reserves more idle threads than a
+// one-command one, and never more than a quarter of what the task limit
+// leaves beside init's own threads.
+func TestSparesFor(t *testing.T) {
+	own := ownThreads()
+	if own < 1 {
+		t.Fatalf("ownThreads: %d, want at least 1 (/proc/self/status)", own)
+	}
+	tests := []struct {
+		name       string
+		persistent bool
+		nproc      uint64
+		want       int
+	}{
+		{"run, no task limit", false, 0, runSpareThreads},
+		{"live, no task limit", true, 0, spareThreads},
+		{"live, the default 1024", true, 1024, spareThreads},
+		// Up to 3 threads more than own when sparesFor counts them (the
+		// runtime may start some meanwhile): 8 to 11 left, and 4 to 7.
+		{"run, room for 2", false, uint64(own + 11), 2},
+		{"live, room for 1", true, uint64(own + 7), 1},
+		{"run, no room", false, uint64(own), 0},
+		{"run, under init's threads", false, 1, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config{}
+			cfg.Persistent, cfg.NProc = tc.persistent, tc.nproc
+			if got := sparesFor(&cfg); got != tc.want {
+				t.Errorf("sparesFor(persistent %v, NProc %d) with %d threads = %d, want %d", tc.persistent, tc.nproc, own, got, tc.want)
+			}
+		})
+	}
+}
