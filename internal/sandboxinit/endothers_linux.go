@@ -235,22 +235,7 @@ func sparesFor(cfg *config) int {
 		n = spareThreads
 	}
 	if cfg.NProc > 0 {
-		n = min(n, (int(cfg.NProc)-ownThreads())/4)
+		n = min(n, (int(cfg.NProc)-threads(os.Getpid()))/4)
 	}
 	return max(n, 0)
-}
-
-// ownThreads is how many threads init has.
-func ownThreads() int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for l := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
 }

@@ -117,9 +117,9 @@ func TestIsInitNeedsBothMarkers(t *testing.T) {
 // one-command one, and never more than a quarter of what the task limit
 // leaves beside init's own threads.
 func TestSparesFor(t *testing.T) {
-	own := ownThreads()
+	own := threads(os.Getpid())
 	if own < 1 {
-		t.Fatalf("ownThreads: %d, want at least 1 (/proc/self/status)", own)
+		t.Fatalf("threads of the test process: %d, want at least 1", own)
 	}
 	tests := []struct {
 		name       string
