@@ -451,11 +451,6 @@ func runSandbox(ctx context.Context, ro *runOptions, spec sandbox.Spec, perrun *
 	return waitSandbox(ctx, ro, sb, spec, perrun, stderr)
 }
 
-// stopGrace is how long a command has between the SIGTERM that sodactl
-// forwards on its own SIGTERM and the SIGKILL of the whole sandbox: the
-// engine's grace period (sandbox.Sandbox.Stop), and sodad's.
-const stopGrace = 5 * time.Second
-
 // waitSandbox waits for the command in sb and returns its exit status; a
 // --mcp-config file replaced during the run stops the sandbox (it could
 // otherwise read the file unmasked) and fails the run.

@@ -300,7 +300,7 @@ func waitViaSodad(ctx context.Context, sb *sodadclient.Sandbox, master *os.File,
 			// sandbox's init dies of it, and its pid namespace with it).
 			if s == syscall.SIGTERM && !killing {
 				killing = true
-				time.AfterFunc(stopGrace, func() {
+				time.AfterFunc(sandbox.StopGrace, func() {
 					if err := sb.Kill(ctx, int32(syscall.SIGKILL), false); err != nil {
 						log.Debug("kill the sandbox after the grace period", "err", err)
 					}

@@ -83,7 +83,7 @@ func TestStop(t *testing.T) {
 		minWait  time.Duration
 	}{
 		{"honours SIGTERM", "sleep 60", 128 + 15, 0},
-		{"ignores SIGTERM", "trap '' TERM; (trap '' TERM; sleep 61) & sleep 62", 128 + 9, stopGrace},
+		{"ignores SIGTERM", "trap '' TERM; (trap '' TERM; sleep 61) & sleep 62", 128 + 9, StopGrace},
 		// Every task the limit allows taken: init still has the threads
 		// to take the signal (before, it aborted with "failed to create
 		// new OS thread" and the run ended with status 2).
@@ -125,8 +125,8 @@ func TestStop(t *testing.T) {
 			if st.Code != tc.wantCode {
 				t.Errorf("exit %+v, want code %d", st, tc.wantCode)
 			}
-			if took < tc.minWait || took > stopGrace+5*time.Second {
-				t.Errorf("stopped in %v, want between %v and %v", took, tc.minWait, stopGrace+5*time.Second)
+			if took < tc.minWait || took > StopGrace+5*time.Second {
+				t.Errorf("stopped in %v, want between %v and %v", took, tc.minWait, StopGrace+5*time.Second)
 			}
 			sb.Stop() // after the end: nothing
 		})

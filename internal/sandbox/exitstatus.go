@@ -1,5 +1,7 @@
 package sandbox
 
+import "time"
+
 // ExitStatus is how the sandboxed command ended.
 type ExitStatus struct {
 	// Code is the exit code; 128+N when killed by signal N.
@@ -25,3 +27,8 @@ type ExitStatus struct {
 	// workspace already full when the command started counts.
 	WorkspaceFull bool `json:"workspace_full,omitempty"`
 }
+
+// StopGrace is how long a stopped sandbox's command has between SIGTERM
+// and the SIGKILL of everything left in the sandbox (Sandbox.Stop,
+// Spec.Timeout).
+const StopGrace = 5 * time.Second

@@ -34,9 +34,6 @@ const startTimeout = 15 * time.Second
 // connections of a sandbox whose processes are all gone.
 const proxyDrain = 2 * time.Second
 
-// stopGrace is how long a stopped sandbox has between SIGTERM and SIGKILL.
-const stopGrace = 5 * time.Second
-
 // Sandbox is a running sandbox.
 type Sandbox struct {
 	ID     string
@@ -833,12 +830,12 @@ loop:
 			timeout = nil
 			stopping = true
 			_ = sb.Signal(syscall.SIGTERM)
-			kill = time.After(stopGrace)
+			kill = time.After(StopGrace)
 		case <-ctx.Done():
 			if !stopping {
 				stopping = true
 				_ = sb.Signal(syscall.SIGTERM)
-				kill = time.After(stopGrace)
+				kill = time.After(StopGrace)
 			}
 		case <-stop:
 			stop = nil
@@ -846,7 +843,7 @@ loop:
 				sb.log.Info("sandbox stop requested")
 				stopping = true
 				_ = sb.Signal(syscall.SIGTERM)
-				kill = time.After(stopGrace)
+				kill = time.After(StopGrace)
 			}
 		case <-kill:
 			kill = nil

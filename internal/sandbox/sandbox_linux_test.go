@@ -313,7 +313,7 @@ func TestTimeoutKillsEverything(t *testing.T) {
 	if !st.TimedOut {
 		t.Errorf("status %+v: not marked timed out", st)
 	}
-	if d := time.Since(start); d > stopGrace+5*time.Second {
+	if d := time.Since(start); d > StopGrace+5*time.Second {
 		t.Errorf("took %s to stop a command ignoring SIGTERM", d)
 	}
 }

@@ -151,17 +151,11 @@ printf '[Server]\nExecStart=/bin/true\n[Bridge]\nListen=127.0.0.1:18101\nAuth=no
 		// SIGTERM to sodactl: forwarded, and SIGKILL after the grace
 		// period (before, a command that ignores SIGTERM kept sodactl
 		// and its sandbox running).
-		r := as("alice", "bash", "-c", "cd /; "+sc+` run --profile dev -- sh -c "trap '' TERM; sleep 100" </dev/null >/dev/null 2>&1 & p=$!
-for i in $(seq 100); do pgrep -f '^sleep 100$' >/dev/null && break; sleep 0.1; done
-sleep 1; start=$(date +%s%N); kill -TERM $p
-for i in $(seq 300); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-kill -0 $p 2>/dev/null && { echo alive; kill -9 $p; }
-wait $p; echo "rc=$? ms=$(( ($(date +%s%N)-start)/1000000 ))"`)
-		var rc, ms int
-		if i := strings.LastIndex(r.stdout, "rc="); i < 0 || strings.Contains(r.stdout, "alive") {
-			t.Errorf("sodactl run --profile dev still ran 30 s after its SIGTERM, its command ignoring it:\n%s", r)
-		} else if _, err := fmt.Sscanf(r.stdout[i:], "rc=%d ms=%d", &rc, &ms); err != nil || rc != 128+9 || ms < 4000 {
-			t.Errorf("sodactl run --profile dev, SIGTERM ignored by its command: exit %d after %d ms, want %d after the 5 s grace period (%v)\n%s", rc, ms, 128+9, err, r)
+		r := as("alice", "bash", "-c", testkit.SigtermScript("cd /; "+sc+` run --profile dev -- sh -c "trap '' TERM; sleep 100"`, `pgrep -f '^sleep 100$' >/dev/null`))
+		if rc, ms, alive, err := testkit.ParseSigterm(r.stdout); err != nil || alive {
+			t.Errorf("sodactl run --profile dev still ran 30 s after its SIGTERM, its command ignoring it (%v):\n%s", err, r)
+		} else if rc != 128+9 || ms < 4000 {
+			t.Errorf("sodactl run --profile dev, SIGTERM ignored by its command: exit %d after %d ms, want %d after the 5 s grace period\n%s", rc, ms, 128+9, r)
 		} else {
 			t.Logf("sodactl run --profile dev, SIGTERM ignored by its command: SIGKILL %d ms after it, exit %d", ms, rc)
 		}

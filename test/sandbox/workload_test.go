@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/soda-project/soda/test/testkit"
 )
 
 // TestMCPAgent is the issue's "done" check: an agent-shaped MCP client
@@ -250,21 +252,14 @@ while True:
   except OSError: pass"`, []int{128 + 15, 128 + 9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			script := e.sodactlLine() + " --tasks 300 -- " + tc.cmd + ` >/dev/null 2>&1 & p=$!
-for i in $(seq 100); do [ "$(ps -eo uid= | awk '$1>=2147000000' | wc -l)" -ge 2 ] && break; sleep 0.1; done
-sleep 1
-start=$(date +%s%N)
-kill -TERM $p
-for i in $(seq 300); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-kill -0 $p 2>/dev/null && { echo alive; kill -9 $p; }
-wait $p; echo "rc=$? ms=$(( ($(date +%s%N)-start)/1000000 ))"`
+			script := testkit.SigtermScript(e.sodactlLine()+" --tasks 300 -- "+tc.cmd, `[ "$(ps -eo uid= | awk '$1>=2147000000' | wc -l)" -ge 2 ]`)
 			r := e.exec(execOpts{timeout: 2 * time.Minute}, "bash", "-c", script)
-			var rc, ms int
-			if _, err := fmt.Sscanf(r.stdout[strings.LastIndex(r.stdout, "rc="):], "rc=%d ms=%d", &rc, &ms); err != nil || r.err != nil {
+			rc, ms, alive, err := testkit.ParseSigterm(r.stdout)
+			if err != nil || r.err != nil {
 				t.Fatalf("%v: %s", err, r)
 			}
 			t.Logf("sodactl ended %d ms after its SIGTERM, exit %d", ms, rc)
-			if strings.Contains(r.stdout, "alive") {
+			if alive {
 				t.Fatalf("sodactl still ran 30 s after its SIGTERM: %s", r)
 			}
 			if !slices.Contains(tc.codes, rc) || rc == 128+9 && ms < 4000 {

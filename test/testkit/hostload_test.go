@@ -254,3 +254,21 @@ print('leader', 'killed' if os.WIFSIGNALED(st) and os.WTERMSIG(st) == 9 else 'en
 		t.Errorf("the controller: %v, said %q; want it alive, saying its leader was killed", a.waitErr, a.Output())
 	}
 }
+
+func TestParseSigterm(t *testing.T) {
+	for _, tc := range []struct {
+		out       string
+		rc, ms    int
+		alive, ok bool
+	}{
+		{"rc=137 ms=5068\n", 137, 5068, false, true},
+		{"alive\nrc=137 ms=30112\n", 137, 30112, true, true},
+		{"rc=alive ms=1\n", 0, 0, false, false},
+		{"", 0, 0, false, false},
+	} {
+		rc, ms, alive, err := ParseSigterm(tc.out)
+		if (err == nil) != tc.ok || rc != tc.rc || ms != tc.ms || alive != tc.alive {
+			t.Errorf("ParseSigterm(%q) = %d, %d, %v, %v; want %d, %d, %v, ok %v", tc.out, rc, ms, alive, err, tc.rc, tc.ms, tc.alive, tc.ok)
+		}
+	}
+}
